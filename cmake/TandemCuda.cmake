@@ -1,0 +1,36 @@
+# TANDEM_CUDA: AUTO builds the CUDA targets when nvcc is found, ON fails without it, OFF skips them.
+# Sets TANDEM_CUDA_ENABLED and enables the CUDA language when the targets are built.
+if(NOT TANDEM_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "TANDEM_CUDA='${TANDEM_CUDA}': expected AUTO, ON or OFF")
+endif()
+set(TANDEM_CUDA_ENABLED OFF)
+if(NOT TANDEM_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Architectures: 80 = A100 (Ampere), 89 = L4/L40/RTX 40 (Ada), 90 = H100/H200 (Hopper).
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 89 90)
+    endif()
+    enable_language(CUDA)
+    # CMake 3.25 predates nvcc's C++20 support and has no flag for it; nvcc >= 12 accepts
+    # -std=c++20 with g++ >= 10 as host compiler.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+      list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+    endif()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(TANDEM_CUDA_ENABLED ON)
+  elseif(TANDEM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TANDEM_CUDA=ON but no CUDA compiler (nvcc) was found; install the CUDA "
+                        "Toolkit, set CMAKE_CUDA_COMPILER, or configure with -DTANDEM_CUDA=OFF")
+  else()
+    message(STATUS "TANDEM_CUDA=AUTO: nvcc not found, building without CUDA")
+  endif()
+endif()

@@ -1,0 +1,12 @@
+# TANDEM_SANITIZE: one sanitizer for every project target (address, undefined, thread).
+if(TANDEM_SANITIZE)
+  if(NOT TANDEM_SANITIZE MATCHES "^(address|undefined|thread)$")
+    message(FATAL_ERROR "TANDEM_SANITIZE='${TANDEM_SANITIZE}': expected address, undefined or thread")
+  endif()
+  set(_tandem_san_flags -fsanitize=${TANDEM_SANITIZE} -fno-omit-frame-pointer)
+  if(TANDEM_SANITIZE STREQUAL "undefined")
+    list(APPEND _tandem_san_flags -fno-sanitize-recover=undefined)
+  endif()
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:${_tandem_san_flags}>)
+  add_link_options(${_tandem_san_flags})
+endif()

@@ -1,0 +1,9 @@
+# tandem_project_target(): warnings (and -Werror in CI) for a target of this project, never for
+# third-party code. No -march=native: SIMD code is chosen at run time.
+function(tandem_project_target target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor>)
+  if(TANDEM_WERROR)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  endif()
+endfunction()

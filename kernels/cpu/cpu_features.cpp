@@ -1,0 +1,104 @@
+// CPUID/XGETBV probing for runtime SIMD dispatch (x86-64; other architectures report nothing).
+#include "kernels/cpu/cpu_features.h"
+
+#include <cstdint>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define TANDEM_X86 1
+#endif
+
+namespace tandem::kernels {
+
+namespace {
+
+#ifdef TANDEM_X86
+struct Regs {
+  uint32_t eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+Regs cpuid(uint32_t leaf, uint32_t subleaf) {
+  Regs r;
+  __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
+  return r;
+}
+
+uint64_t xgetbv0() {
+  uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+bool bit(uint32_t v, int n) {
+  return (v >> n) & 1u;
+}
+
+CpuFeatures probe() {
+  CpuFeatures f;
+  const uint32_t max_leaf = __get_cpuid_max(0, nullptr);
+  if (max_leaf < 1) return f;
+  const Regs l1 = cpuid(1, 0);
+  f.sse42 = bit(l1.ecx, 20);
+  const bool osxsave = bit(l1.ecx, 27);
+  const uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+  const bool os_ymm = (xcr0 & 0x6) == 0x6;              // XMM and YMM state
+  const bool os_zmm = os_ymm && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;      // XTILECFG and XTILEDATA
+  f.avx = bit(l1.ecx, 28) && os_ymm;
+  f.fma = bit(l1.ecx, 12) && os_ymm;
+  f.f16c = bit(l1.ecx, 29) && os_ymm;
+  if (max_leaf >= 7) {
+    const Regs l7 = cpuid(7, 0);
+    f.avx2 = bit(l7.ebx, 5) && os_ymm;
+    f.avx512f = bit(l7.ebx, 16) && os_zmm;
+    f.avx512bw = bit(l7.ebx, 30) && os_zmm;
+    f.avx512vl = bit(l7.ebx, 31) && os_zmm;
+    f.avx512_vnni = bit(l7.ecx, 11) && os_zmm;
+    f.amx_bf16 = bit(l7.edx, 22) && os_amx;
+    f.amx_tile = bit(l7.edx, 24) && os_amx;
+    f.amx_int8 = bit(l7.edx, 25) && os_amx;
+    if (l7.eax >= 1) {
+      const Regs l71 = cpuid(7, 1);
+      f.avx512_bf16 = bit(l71.eax, 5) && os_zmm;
+    }
+  }
+  return f;
+}
+#else
+CpuFeatures probe() {
+  return CpuFeatures{};
+}
+#endif
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = probe();
+  return features;
+}
+
+std::string cpu_features_string(const CpuFeatures& f) {
+  std::string out;
+  const auto add = [&out](bool on, const char* name) {
+    if (!on) return;
+    if (!out.empty()) out += ' ';
+    out += name;
+  };
+  add(f.sse42, "sse4.2");
+  add(f.avx, "avx");
+  add(f.avx2, "avx2");
+  add(f.fma, "fma");
+  add(f.f16c, "f16c");
+  add(f.avx512f, "avx512f");
+  add(f.avx512bw, "avx512bw");
+  add(f.avx512vl, "avx512vl");
+  add(f.avx512_vnni, "avx512vnni");
+  add(f.avx512_bf16, "avx512bf16");
+  add(f.amx_tile, "amx-tile");
+  add(f.amx_int8, "amx-int8");
+  add(f.amx_bf16, "amx-bf16");
+  if (out.empty()) out = "none";
+  return out;
+}
+
+}  // namespace tandem::kernels
