@@ -1,14 +1,39 @@
-// tandem: the command-line tool's entry point and subcommand dispatch.
+// tandem: the command-line tool's entry point; dispatches to a subcommand.
 #include <cstdio>
 #include <cstring>
+#include <span>
 
-#include "tandem/build_info.h"
+#include "cli/command.h"
+
+namespace {
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out, "usage: tandem <command> [args]\n\ncommands:\n");
+  for (const tandem::cli::Command& c : tandem::cli::commands()) {
+    std::fprintf(out, "  %-18s %s\n", c.name, c.summary);
+  }
+  std::fprintf(out, "\n'tandem <command> --help' describes one command.\n");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "version") == 0) {
-    std::printf("tandem %s (%s)\n", tandem::build_info::kVersion, tandem::build_info::kGitRevision);
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const char* name = argv[1];
+  if (std::strcmp(name, "help") == 0 || std::strcmp(name, "--help") == 0 ||
+      std::strcmp(name, "-h") == 0) {
+    print_usage(stdout);
     return 0;
   }
-  std::fprintf(stderr, "usage: tandem version\n");
+  for (const tandem::cli::Command& c : tandem::cli::commands()) {
+    if (std::strcmp(c.name, name) == 0) {
+      return c.run(std::span<char*>(argv + 2, static_cast<size_t>(argc - 2)));
+    }
+  }
+  std::fprintf(stderr, "tandem: unknown command '%s'\n\n", name);
+  print_usage(stderr);
   return 2;
 }

@@ -1,10 +1,10 @@
 // The table of tensor types and their block layouts (from the GGUF and safetensors formats).
-#include "engine/model/tensor_type.h"
+#include "kernels/tensor_type.h"
 
 #include <array>
 #include <string>
 
-namespace tandem::model {
+namespace tandem {
 
 namespace {
 
@@ -135,4 +135,4 @@ Result<uint64_t> tensor_type_bytes(TensorType type, uint64_t elements) {
   return bytes;
 }
 
-}  // namespace tandem::model
+}  // namespace tandem

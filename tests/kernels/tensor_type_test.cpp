@@ -1,11 +1,11 @@
 // Tests of the tensor type table against the block sizes published by the gguf Python package.
-#include "engine/model/tensor_type.h"
+#include "kernels/tensor_type.h"
 
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-namespace tandem::model {
+namespace tandem {
 namespace {
 
 // tests/fixtures/gguf/quant_sizes.json is written by scripts/fixtures/make_gguf_fixtures.py from
@@ -57,4 +57,4 @@ TEST_CASE("tensor_type_bytes checks whole blocks and overflow", "[model]") {
 }
 
 }  // namespace
-}  // namespace tandem::model
+}  // namespace tandem

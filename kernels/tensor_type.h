@@ -8,7 +8,7 @@
 
 #include "engine/base/result.h"
 
-namespace tandem::model {
+namespace tandem {
 
 // Values below 1000 equal ggml's type ids as written in GGUF tensor infos. Values from 1000 on
 // exist only in safetensors. Removed ggml ids (4, 5, 31-33, 36-38) are not listed and are
@@ -82,4 +82,4 @@ std::string_view tensor_type_name(TensorType type);
 // number of blocks; OUT_OF_RANGE when the size overflows 64 bits.
 Result<uint64_t> tensor_type_bytes(TensorType type, uint64_t elements);
 
-}  // namespace tandem::model
+}  // namespace tandem

@@ -1,0 +1,28 @@
+// TensorInfo: one tensor of a checkpoint as both readers (GGUF, safetensors) report it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor_type.h"
+
+namespace tandem::model {
+
+// A validated tensor: its bytes lie inside its file's mapping and match type x shape.
+// Shape is outermost dimension first (PyTorch/safetensors order): a linear layer's weight is
+// {out_features, in_features}. GGUF stores ne[] innermost first; its reader reverses it here.
+// `data` is a view into a MappedFile owned by the reader's result; it is valid as long as that
+// object lives. Nothing is copied.
+struct TensorInfo {
+  std::string name;  // as written in the file
+  TensorType type = TensorType::kF32;
+  std::vector<uint64_t> shape;  // outermost first
+  uint64_t n_elements = 0;
+  std::span<const uint8_t> data;
+  std::string file;          // the file that holds it (a shard's path for sharded models)
+  uint64_t file_offset = 0;  // absolute offset of data in that file
+};
+
+}  // namespace tandem::model
