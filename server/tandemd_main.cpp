@@ -1,15 +1,74 @@
-// tandemd: the Tandem daemon's entry point.
+// tandemd: the Tandem daemon's entry point (command line -> configuration -> start).
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include <spdlog/spdlog.h>
+
+#include "config/config_loader.h"
+#include "config/config_report.h"
 #include "engine/base/log.h"
-#include "kernels/cpu/cpu_features.h"
-#include "tandem/build_info.h"
+#include "server/daemon_options.h"
+#include "server/startup_banner.h"
 
-int main() {
-  if (!tandem::configure_logging("info", tandem::LogFormat::kText).ok()) return 2;
-  std::printf("tandemd %s (%s)\n", tandem::build_info::kVersion, tandem::build_info::kGitRevision);
-  std::printf("cpu: %s\n",
-              tandem::kernels::cpu_features_string(tandem::kernels::cpu_features()).c_str());
-  std::fprintf(stderr, "tandemd: serving is not built yet\n");
-  return 1;
+namespace {
+
+// Exit codes: 2 = bad command line or configuration (a supervisor should not restart),
+// 1 = failure after the configuration was accepted.
+constexpr int kExitBadConfig = 2;
+constexpr int kExitFailure = 1;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tandem;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const Result<server::DaemonOptions> options = server::parse_daemon_options(args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "tandemd: %s\nRun 'tandemd --help' for usage.\n",
+                 options.status().message().c_str());
+    return kExitBadConfig;
+  }
+  switch (options->action) {
+    case server::DaemonAction::kHelp:
+      std::fputs(server::daemon_usage().c_str(), stdout);
+      return 0;
+    case server::DaemonAction::kVersion:
+      for (const std::string& line : server::build_banner_lines()) std::puts(line.c_str());
+      return 0;
+    case server::DaemonAction::kConfigReference:
+      std::fputs(config::render_config_reference().c_str(), stdout);
+      return 0;
+    case server::DaemonAction::kPrintConfig:
+    case server::DaemonAction::kRun:
+      break;
+  }
+
+  const config::ConfigSources sources{options->config_file, server::environment_snapshot(environ),
+                                      options->overrides};
+  const Result<config::LoadedConfig> loaded = config::load_config(sources);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "tandemd: invalid configuration:\n%s\n",
+                 loaded.status().message().c_str());
+    return kExitBadConfig;
+  }
+  if (options->action == server::DaemonAction::kPrintConfig) {
+    std::fputs(config::render_resolved_config(*loaded).c_str(), stdout);
+    return 0;
+  }
+
+  const config::LoggingConfig& logging = loaded->config.logging;
+  const Status logging_status = configure_logging(config::enum_name(logging.level), logging.format);
+  if (!logging_status.ok()) {
+    std::fprintf(stderr, "tandemd: %s\n", logging_status.to_string().c_str());
+    return kExitBadConfig;
+  }
+  server::log_startup_banner();
+  for (const std::string& line : config::config_summary_lines(loaded->config)) {
+    spdlog::info("config: {}", line);
+  }
+  spdlog::error("serving is not built yet: tandemd validated its configuration and exits");
+  return kExitFailure;
 }

@@ -1,0 +1,27 @@
+// The spellings of the configuration enums.
+#include "config/config.h"
+
+namespace tandem::config {
+
+namespace {
+constexpr std::string_view kModelFormatNames[] = {"auto", "gguf", "safetensors"};
+constexpr std::string_view kPlacementPolicyNames[] = {"frequency", "uniform", "budget"};
+constexpr std::string_view kLogLevelNames[] = {"trace", "debug",    "info", "warn",
+                                               "error", "critical", "off"};
+constexpr std::string_view kLogFormatNames[] = {"text", "json"};
+}  // namespace
+
+std::span<const std::string_view> enum_names(ModelFormat) {
+  return kModelFormatNames;
+}
+std::span<const std::string_view> enum_names(PlacementPolicy) {
+  return kPlacementPolicyNames;
+}
+std::span<const std::string_view> enum_names(LogLevel) {
+  return kLogLevelNames;
+}
+std::span<const std::string_view> enum_names(LogFormat) {
+  return kLogFormatNames;
+}
+
+}  // namespace tandem::config
