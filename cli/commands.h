@@ -8,5 +8,8 @@
 namespace tandem::cli {
 
 int run_version(std::span<char*> args);
+int run_inspect(std::span<char*> args);
+int run_tokenize(std::span<char*> args);
+int run_detokenize(std::span<char*> args);
 
 }  // namespace tandem::cli

@@ -42,6 +42,9 @@ struct GgufLimits {
   // Nesting of ARRAY inside ARRAY: 1 = arrays of scalars/strings only. GGUF writers never nest,
   // so a small bound costs nothing and keeps recursion shallow.
   uint32_t max_array_depth = 4;
+  // Elements of all ARRAY-of-ARRAY values together (each costs ~100 bytes of memory but only 12
+  // in the file); bounds the memory a file of nested empty arrays can claim.
+  uint64_t max_nested_array_elements = uint64_t{1} << 16;
   // Tensor names: the GGUF spec (GGML_MAX_NAME) allows 63 bytes; we accept up to 256 so that
   // long custom names still load, and reject longer ones.
   uint32_t max_tensor_name_bytes = 256;
@@ -93,8 +96,8 @@ class GgufValue {
 
   // Arrays. array() is null for non-arrays.
   const GgufArray* array() const { return array_.get(); }
-  GgufType array_type() const;   // element type; kArray's callers must check is_array() first
-  uint64_t array_size() const;   // 0 for non-arrays
+  GgufType array_type() const;  // element type; meaningful only when is_array()
+  uint64_t array_size() const;  // 0 for non-arrays
   // Element i as a standalone value; i must be < array_size() (a bug otherwise).
   GgufValue element(uint64_t i) const;
   // Typed whole-array views/copies; INVALID_ARGUMENT when not an array of a matching type.
@@ -128,7 +131,9 @@ struct GgufKeyValue {
 // alive and unchanged for as long as the GgufFile and anything taken from it (keys, string
 // values, tensor data spans) are used. All views stay valid when the GgufFile is moved.
 // Large arrays (a 150k-token vocabulary, merges) are stored as string_views into the bytes, not
-// copied; parse-time allocations are bounded by a small multiple of the file size.
+// copied; no allocation is sized from a count before that count has been checked against the
+// bytes left, and parse-time memory stays within a small multiple of the file size (about 2x for
+// string arrays; ARRAY-of-ARRAY elements are further capped by GgufLimits).
 //
 // Validation on parse (each failure names the file, the key or tensor, and the byte offset):
 // magic "GGUF"; version 2 or 3 (v1, big-endian files and newer versions: UNIMPLEMENTED); every

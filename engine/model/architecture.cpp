@@ -1,0 +1,90 @@
+// The table of supported architectures and lookups by GGUF / HF name.
+#include "engine/model/architecture.h"
+
+#include <array>
+#include <string>
+
+namespace tandem::model {
+
+namespace {
+
+// Facts: llama.cpp's build_moe_ffn norm_w argument per arch; transformers' modeling files for
+// Q/K norm shapes, qkv biases and shared experts.
+constexpr std::array kArchitectures = {
+    ArchitectureTraits{Architecture::kQwen3Moe, "qwen3moe", "qwen3moe", "qwen3_moe",
+                       "Qwen3MoeForCausalLM", /*per_head_qk_norm=*/true, /*whole_qk_norm=*/false,
+                       /*qkv_bias=*/false, /*shared_expert=*/false,
+                       /*default_norm_topk_prob=*/true, /*mixtral_names=*/false},
+    ArchitectureTraits{Architecture::kQwen2Moe, "qwen2moe", "qwen2moe", "qwen2_moe",
+                       "Qwen2MoeForCausalLM", false, false, true, true, false, false},
+    ArchitectureTraits{Architecture::kMixtral, "mixtral", "llama", "mixtral", "MixtralForCausalLM",
+                       false, false, false, false, true, true},
+    ArchitectureTraits{Architecture::kOlmoe, "olmoe", "olmoe", "olmoe", "OlmoeForCausalLM", false,
+                       true, false, false, false, false},
+};
+
+}  // namespace
+
+std::span<const ArchitectureTraits> architectures() {
+  return kArchitectures;
+}
+
+const ArchitectureTraits& traits(Architecture architecture) {
+  for (const ArchitectureTraits& t : kArchitectures) {
+    if (t.architecture == architecture) return t;
+  }
+  TANDEM_CHECK_MSG(false, "Architecture value outside the table");
+  return kArchitectures[0];
+}
+
+std::string_view architecture_name(Architecture architecture) {
+  return traits(architecture).name;
+}
+
+std::string supported_architectures_list() {
+  std::string out;
+  for (const ArchitectureTraits& t : kArchitectures) {
+    if (!out.empty()) out += ", ";
+    out += t.name;
+  }
+  return out;
+}
+
+Status unsupported_architecture_error(std::string_view name) {
+  return unimplemented_error("architecture " + std::string(name) +
+                             " is not supported; supported: " + supported_architectures_list());
+}
+
+Result<Architecture> architecture_from_gguf(std::string_view gguf_arch, uint64_t expert_count) {
+  if (gguf_arch == "llama") {
+    if (expert_count > 0) return Architecture::kMixtral;
+    return unsupported_architecture_error("llama (dense, expert_count = 0)");
+  }
+  for (const ArchitectureTraits& t : kArchitectures) {
+    if (t.gguf_arch == gguf_arch) return t.architecture;
+  }
+  return unsupported_architecture_error(gguf_arch);
+}
+
+Result<Architecture> architecture_from_hf(std::string_view model_type, std::string_view hf_class) {
+  for (const ArchitectureTraits& t : kArchitectures) {
+    if (!model_type.empty() ? t.hf_model_type == model_type : t.hf_class == hf_class) {
+      return t.architecture;
+    }
+  }
+  if (model_type.empty() && hf_class.empty()) {
+    return unsupported_architecture_error("(config.json names no model_type or architectures)");
+  }
+  return unsupported_architecture_error(!model_type.empty() ? model_type : hf_class);
+}
+
+std::optional<Architecture> architecture_from_name(std::string_view name) {
+  for (const ArchitectureTraits& t : kArchitectures) {
+    if (t.name == name || t.hf_model_type == name || (t.gguf_arch == name && name != "llama")) {
+      return t.architecture;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace tandem::model

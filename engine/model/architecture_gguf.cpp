@@ -1,0 +1,193 @@
+// spec_from_gguf: reading <arch>.* and tokenizer.ggml.* metadata into a ModelSpec.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "engine/model/architecture_spec.h"
+
+namespace tandem::model {
+
+namespace {
+
+// Collects every missing / mistyped key instead of stopping at the first.
+class KeyReader {
+ public:
+  explicit KeyReader(const GgufFile& file) : file_(file) {}
+
+  uint64_t required_u64(const std::string& key) {
+    Result<uint64_t> v = file_.get_u64(key);
+    if (!v.ok()) {
+      problems_.push_back(v.status().code() == StatusCode::kNotFound ? "missing key " + key
+                                                                     : v.status().message());
+      return 0;
+    }
+    return *v;
+  }
+
+  std::optional<uint64_t> optional_u64(const std::string& key) {
+    if (!file_.contains(key)) return std::nullopt;
+    Result<uint64_t> v = file_.get_u64(key);
+    if (!v.ok()) {
+      problems_.push_back(v.status().message());
+      return std::nullopt;
+    }
+    return *v;
+  }
+
+  std::optional<double> optional_f64(const std::string& key) {
+    if (!file_.contains(key)) return std::nullopt;
+    Result<double> v = file_.get_f64(key);
+    if (!v.ok()) {
+      problems_.push_back(v.status().message());
+      return std::nullopt;
+    }
+    return *v;
+  }
+
+  double required_f64(const std::string& key) {
+    std::optional<double> v = optional_f64(key);
+    if (!v && !file_.contains(key)) problems_.push_back("missing key " + key);
+    return v.value_or(0.0);
+  }
+
+  std::optional<std::string> optional_string(const std::string& key) {
+    if (!file_.contains(key)) return std::nullopt;
+    Result<std::string_view> v = file_.get_string(key);
+    if (!v.ok()) {
+      problems_.push_back(v.status().message());
+      return std::nullopt;
+    }
+    return std::string(*v);
+  }
+
+  std::optional<bool> optional_bool(const std::string& key) {
+    if (!file_.contains(key)) return std::nullopt;
+    Result<bool> v = file_.get_bool(key);
+    if (!v.ok()) {
+      problems_.push_back(v.status().message());
+      return std::nullopt;
+    }
+    return *v;
+  }
+
+  void problem(std::string p) { problems_.push_back(std::move(p)); }
+
+  Status status() const {
+    if (problems_.empty()) return Status();
+    std::string message = file_.name() + ": bad model metadata:";
+    for (const std::string& p : problems_) message += "\n  " + p;
+    return invalid_argument_error(std::move(message));
+  }
+
+ private:
+  const GgufFile& file_;
+  std::vector<std::string> problems_;
+};
+
+RopeScalingType scaling_from_name(std::string_view name, bool* known) {
+  *known = true;
+  if (name == "none") return RopeScalingType::kNone;
+  if (name == "linear") return RopeScalingType::kLinear;
+  if (name == "yarn") return RopeScalingType::kYarn;
+  if (name == "longrope") return RopeScalingType::kLongRope;
+  *known = false;
+  return RopeScalingType::kNone;
+}
+
+}  // namespace
+
+Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
+  if (!file.contains("general.architecture")) {
+    return unsupported_architecture_error("(none: general.architecture is absent)");
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::string_view gguf_arch, file.get_string("general.architecture"));
+  const std::string p = std::string(gguf_arch) + ".";
+  TANDEM_ASSIGN_OR_RETURN(uint64_t expert_count, file.get_u32_or(p + "expert_count", 0));
+  TANDEM_ASSIGN_OR_RETURN(Architecture arch, architecture_from_gguf(gguf_arch, expert_count));
+  const ArchitectureTraits& tr = traits(arch);
+
+  KeyReader keys(file);
+  ModelSpec s;
+  s.architecture = arch;
+  s.name = keys.optional_string("general.name").value_or("");
+  s.n_layers = keys.required_u64(p + "block_count");
+  s.context_length = keys.required_u64(p + "context_length");
+  s.hidden_size = keys.required_u64(p + "embedding_length");
+  s.n_heads = keys.required_u64(p + "attention.head_count");
+  s.n_kv_heads = keys.optional_u64(p + "attention.head_count_kv").value_or(s.n_heads);
+  if (std::optional<uint64_t> kl = keys.optional_u64(p + "attention.key_length")) {
+    s.head_dim = *kl;
+    s.head_dim_explicit = true;
+    std::optional<uint64_t> vl = keys.optional_u64(p + "attention.value_length");
+    if (vl && *vl != *kl) {
+      keys.problem(p + "attention.value_length (" + std::to_string(*vl) + ") != key_length (" +
+                   std::to_string(*kl) + ") is not supported");
+    }
+  } else if (s.n_heads != 0) {
+    s.head_dim = s.hidden_size / s.n_heads;
+  }
+  s.rms_norm_eps = keys.required_f64(p + "attention.layer_norm_rms_epsilon");
+
+  s.rope.type = arch == Architecture::kMixtral ? RopeType::kNormal : RopeType::kNeox;
+  s.rope.theta = keys.optional_f64(p + "rope.freq_base").value_or(10000.0);
+  s.rope.n_dims = keys.optional_u64(p + "rope.dimension_count").value_or(s.head_dim);
+  if (std::optional<std::string> type = keys.optional_string(p + "rope.scaling.type")) {
+    bool known = false;
+    s.rope.scaling = scaling_from_name(*type, &known);
+    if (!known) keys.problem(p + "rope.scaling.type \"" + *type + "\" is not supported");
+  }
+  if (std::optional<double> factor = keys.optional_f64(p + "rope.scaling.factor")) {
+    s.rope.scaling_factor = *factor;
+  } else if (std::optional<double> linear = keys.optional_f64(p + "rope.scale_linear")) {
+    s.rope.scaling = RopeScalingType::kLinear;  // the key older converters wrote
+    s.rope.scaling_factor = *linear;
+  }
+  if (s.rope.scaling != RopeScalingType::kNone && s.rope.scaling_factor == 1.0) {
+    s.rope.scaling = RopeScalingType::kNone;  // factor 1 changes nothing
+  }
+  s.rope.original_context_length =
+      keys.optional_u64(p + "rope.scaling.original_context_length").value_or(0);
+
+  s.n_experts = expert_count;
+  s.n_experts_used = keys.required_u64(p + "expert_used_count");
+  const std::optional<uint64_t> ffn = keys.optional_u64(p + "feed_forward_length");
+  if (std::optional<uint64_t> eff = keys.optional_u64(p + "expert_feed_forward_length")) {
+    s.expert_ffn_size = *eff;
+  } else if (ffn) {
+    s.expert_ffn_size = *ffn;  // Mixtral / OLMoE converters write the expert size here
+  } else {
+    keys.problem("missing key " + p + "expert_feed_forward_length");
+  }
+  s.norm_topk_prob =
+      keys.optional_bool(p + "expert_weights_norm").value_or(tr.default_norm_topk_prob);
+  const uint64_t leading_dense = keys.optional_u64(p + "leading_dense_block_count").value_or(0);
+  // Absurd layer counts are reported by check_spec; no table of that size is allocated.
+  s.moe_layers.assign(std::min(s.n_layers, kMaxLayers + 1), true);
+  for (uint64_t i = 0; i < leading_dense && i < s.moe_layers.size(); ++i) s.moe_layers[i] = false;
+  if (leading_dense > 0) s.dense_ffn_size = ffn.value_or(0);
+  if (tr.shared_expert) {
+    s.n_shared_experts = keys.optional_u64(p + "expert_shared_count").value_or(1);
+    s.shared_expert_ffn_size = keys.required_u64(p + "expert_shared_feed_forward_length");
+    s.shared_expert_gate = true;
+  }
+  s.attn_qkv_bias = tr.qkv_bias;
+  s.qk_norm = tr.per_head_qk_norm ? QkNorm::kPerHead
+              : tr.whole_qk_norm  ? QkNorm::kWholeProjection
+                                  : QkNorm::kNone;
+
+  if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens")) {
+    s.vocab_size = tokens->array_size();
+  } else if (std::optional<uint64_t> v = keys.optional_u64(p + "vocab_size")) {
+    s.vocab_size = *v;
+  } else if (const TensorInfo* embd = file.find_tensor("token_embd.weight");
+             embd != nullptr && !embd->shape.empty()) {
+    s.vocab_size = embd->shape[0];
+  }
+  s.bos_token_id = keys.optional_u64("tokenizer.ggml.bos_token_id");
+  s.eos_token_id = keys.optional_u64("tokenizer.ggml.eos_token_id");
+  s.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  TANDEM_RETURN_IF_ERROR(keys.status());
+  return s;
+}
+
+}  // namespace tandem::model

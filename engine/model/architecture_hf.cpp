@@ -1,0 +1,257 @@
+// spec_from_hf_config: reading a transformers config.json into a ModelSpec.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model/architecture_spec.h"
+
+namespace tandem::model {
+
+namespace {
+
+using nlohmann::json;
+
+// Reads config fields, collecting every missing / mistyped one.
+class FieldReader {
+ public:
+  FieldReader(const json& config, std::string_view source) : config_(config), source_(source) {}
+
+  const json* find(const json& obj, const std::string& key) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  std::optional<uint64_t> optional_u64(const std::string& key, const json* obj = nullptr) {
+    const json* v = find(obj ? *obj : config_, key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number_integer() ||
+        (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)) {
+      problems_.push_back(key + " must be a non-negative integer, got " + v->dump());
+      return std::nullopt;
+    }
+    return v->get<uint64_t>();
+  }
+
+  uint64_t required_u64(const std::string& key) {
+    if (find(config_, key) == nullptr) {
+      problems_.push_back("missing field " + key);
+      return 0;
+    }
+    return optional_u64(key).value_or(0);
+  }
+
+  std::optional<double> optional_f64(const std::string& key, const json* obj = nullptr) {
+    const json* v = find(obj ? *obj : config_, key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) {
+      problems_.push_back(key + " must be a number, got " + v->dump());
+      return std::nullopt;
+    }
+    return v->get<double>();
+  }
+
+  std::optional<bool> optional_bool(const std::string& key) {
+    const json* v = find(config_, key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) {
+      problems_.push_back(key + " must be true or false, got " + v->dump());
+      return std::nullopt;
+    }
+    return v->get<bool>();
+  }
+
+  std::string optional_string(const std::string& key, const json* obj = nullptr) {
+    const json* v = find(obj ? *obj : config_, key);
+    if (v == nullptr) return "";
+    if (!v->is_string()) {
+      problems_.push_back(key + " must be a string, got " + v->dump());
+      return "";
+    }
+    return v->get<std::string>();
+  }
+
+  // An integer or a list of integers (eos_token_id may be a list; the first is kept).
+  std::optional<uint64_t> token_id(const std::string& key) {
+    const json* v = find(config_, key);
+    if (v != nullptr && v->is_array()) {
+      if (v->empty()) return std::nullopt;
+      json first = json::object({{key, (*v)[0]}});
+      return optional_u64(key, &first);
+    }
+    return optional_u64(key);
+  }
+
+  // The expert count: num_experts (Qwen, OLMoE, older files) or num_local_experts (Mixtral, and
+  // Qwen3-MoE as transformers 5 writes it).
+  uint64_t expert_count() {
+    if (find(config_, "num_experts") != nullptr) return optional_u64("num_experts").value_or(0);
+    if (find(config_, "num_local_experts") != nullptr) {
+      return optional_u64("num_local_experts").value_or(0);
+    }
+    problems_.push_back("missing field num_experts (or num_local_experts)");
+    return 0;
+  }
+
+  void problem(std::string p) { problems_.push_back(std::move(p)); }
+
+  Status status() const {
+    if (problems_.empty()) return Status();
+    std::string message = std::string(source_) + ": bad model config:";
+    for (const std::string& p : problems_) message += "\n  " + p;
+    return invalid_argument_error(std::move(message));
+  }
+
+  const json& config() const { return config_; }
+
+ private:
+  const json& config_;
+  std::string_view source_;
+  std::vector<std::string> problems_;
+};
+
+RopeScalingType scaling_from_hf(const std::string& name, bool* known) {
+  *known = true;
+  if (name.empty() || name == "default") return RopeScalingType::kNone;
+  if (name == "linear") return RopeScalingType::kLinear;
+  if (name == "dynamic") return RopeScalingType::kDynamic;
+  if (name == "yarn") return RopeScalingType::kYarn;
+  if (name == "longrope") return RopeScalingType::kLongRope;
+  if (name == "llama3") return RopeScalingType::kLlama3;
+  *known = false;
+  return RopeScalingType::kNone;
+}
+
+// rope_theta at the top level (transformers 4.x) or inside rope_parameters (5.x); scaling in
+// rope_scaling (4.x, key "type" or "rope_type") or rope_parameters (5.x).
+void read_rope(FieldReader& f, double default_theta, RopeSpec& rope) {
+  const json& c = f.config();
+  rope.type = RopeType::kNeox;
+  rope.theta = f.optional_f64("rope_theta").value_or(default_theta);
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    const json* obj = f.find(c, key);
+    if (obj == nullptr) continue;
+    if (!obj->is_object()) {
+      f.problem(std::string(key) + " must be an object");
+      continue;
+    }
+    if (std::optional<double> theta = f.optional_f64("rope_theta", obj)) rope.theta = *theta;
+    std::string type = f.optional_string("rope_type", obj);
+    if (type.empty()) type = f.optional_string("type", obj);
+    bool known = false;
+    RopeScalingType scaling = scaling_from_hf(type, &known);
+    if (!known) f.problem(std::string(key) + ": rope type \"" + type + "\" is not supported");
+    if (scaling != RopeScalingType::kNone) {
+      rope.scaling = scaling;
+      rope.scaling_factor = f.optional_f64("factor", obj).value_or(1.0);
+      rope.original_context_length =
+          f.optional_u64("original_max_position_embeddings", obj).value_or(0);
+    }
+  }
+}
+
+}  // namespace
+
+Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view source) {
+  if (!config.is_object()) {
+    return invalid_argument_error(std::string(source) + ": not a JSON object");
+  }
+  FieldReader f(config, source);
+  std::string model_type = f.optional_string("model_type");
+  std::string hf_class;
+  if (const json* archs = f.find(config, "architectures");
+      archs != nullptr && archs->is_array() && !archs->empty() && (*archs)[0].is_string()) {
+    hf_class = (*archs)[0].get<std::string>();
+  }
+  TANDEM_ASSIGN_OR_RETURN(Architecture arch, architecture_from_hf(model_type, hf_class));
+  const ArchitectureTraits& tr = traits(arch);
+
+  ModelSpec s;
+  s.architecture = arch;
+  s.name = f.optional_string("_name_or_path");
+  s.n_layers = f.required_u64("num_hidden_layers");
+  s.hidden_size = f.required_u64("hidden_size");
+  s.n_heads = f.required_u64("num_attention_heads");
+  s.n_kv_heads = f.optional_u64("num_key_value_heads").value_or(s.n_heads);
+  if (std::optional<uint64_t> hd = f.optional_u64("head_dim")) {
+    s.head_dim = *hd;
+    s.head_dim_explicit = true;
+  } else if (s.n_heads != 0) {
+    s.head_dim = s.hidden_size / s.n_heads;
+  }
+  s.rms_norm_eps =
+      f.optional_f64("rms_norm_eps")
+          .value_or(arch == Architecture::kQwen3Moe || arch == Architecture::kQwen2Moe ? 1e-6
+                                                                                       : 1e-5);
+  s.vocab_size = f.required_u64("vocab_size");
+  s.context_length = f.required_u64("max_position_embeddings");
+  read_rope(f, arch == Architecture::kMixtral ? 1e6 : 1e4, s.rope);
+  s.rope.n_dims = s.head_dim;
+  s.tied_embeddings = f.optional_bool("tie_word_embeddings").value_or(false);
+  s.bos_token_id = f.token_id("bos_token_id");
+  s.eos_token_id = f.token_id("eos_token_id");
+  s.qk_norm = tr.per_head_qk_norm ? QkNorm::kPerHead
+              : tr.whole_qk_norm  ? QkNorm::kWholeProjection
+                                  : QkNorm::kNone;
+
+  if (f.optional_bool("use_sliding_window").value_or(false)) {
+    f.problem("use_sliding_window = true is not supported");
+  }
+  // Absurd layer counts are reported by check_spec; no table of that size is allocated.
+  s.moe_layers.assign(std::min(s.n_layers, kMaxLayers + 1), true);
+  switch (arch) {
+    case Architecture::kMixtral:
+      s.n_experts = f.expert_count();
+      s.n_experts_used = f.required_u64("num_experts_per_tok");
+      s.expert_ffn_size = f.required_u64("intermediate_size");
+      s.norm_topk_prob = true;  // softmax over the top-k logits
+      break;
+    case Architecture::kOlmoe:
+      s.n_experts = f.expert_count();
+      s.n_experts_used = f.required_u64("num_experts_per_tok");
+      s.expert_ffn_size = f.required_u64("intermediate_size");
+      s.norm_topk_prob = f.optional_bool("norm_topk_prob").value_or(false);
+      if (f.optional_f64("clip_qkv")) f.problem("clip_qkv is not supported");
+      break;
+    case Architecture::kQwen3Moe:
+    case Architecture::kQwen2Moe: {
+      s.n_experts = f.expert_count();
+      s.n_experts_used = f.required_u64("num_experts_per_tok");
+      s.expert_ffn_size = f.required_u64("moe_intermediate_size");
+      s.norm_topk_prob = f.optional_bool("norm_topk_prob").value_or(false);
+      const uint64_t step = f.optional_u64("decoder_sparse_step").value_or(1);
+      std::vector<uint64_t> mlp_only;
+      if (const json* list = f.find(config, "mlp_only_layers")) {
+        if (!list->is_array()) f.problem("mlp_only_layers must be a list of layer indices");
+        for (const json& v : list->is_array() ? *list : json::array()) {
+          if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+            f.problem("mlp_only_layers holds " + v.dump() + ", not a layer index");
+            continue;
+          }
+          mlp_only.push_back(v.get<uint64_t>());
+        }
+      }
+      for (uint64_t i = 0; i < s.moe_layers.size(); ++i) {
+        const bool listed = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
+        s.moe_layers[i] = !listed && s.n_experts > 0 && step > 0 && (i + 1) % step == 0;
+      }
+      if (s.n_moe_layers() < s.moe_layers.size())
+        s.dense_ffn_size = f.required_u64("intermediate_size");
+      if (arch == Architecture::kQwen2Moe) {
+        s.attn_qkv_bias = f.optional_bool("qkv_bias").value_or(true);
+        s.n_shared_experts = 1;
+        s.shared_expert_ffn_size = f.required_u64("shared_expert_intermediate_size");
+        s.shared_expert_gate = true;
+      } else if (f.optional_bool("attention_bias").value_or(false)) {
+        f.problem("attention_bias = true is not supported for qwen3moe");
+      }
+      break;
+    }
+  }
+  TANDEM_RETURN_IF_ERROR(f.status());
+  return s;
+}
+
+}  // namespace tandem::model

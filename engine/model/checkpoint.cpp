@@ -1,0 +1,143 @@
+// Checkpoint: format detection, spec building and weight binding for GGUF and HF checkpoints.
+#include "engine/model/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "engine/model/architecture_spec.h"
+#include "engine/model/gguf_file.h"
+#include "engine/model/safetensors_checkpoint.h"
+
+namespace tandem::model {
+
+std::string_view checkpoint_format_name(CheckpointFormat format) {
+  return format == CheckpointFormat::kGguf ? "gguf" : "safetensors";
+}
+
+Result<CheckpointFormat> detect_checkpoint_format(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return not_found_error(path + ": no such file or directory");
+  if (S_ISDIR(st.st_mode)) return CheckpointFormat::kSafetensors;
+  if (!S_ISREG(st.st_mode)) return invalid_argument_error(path + ": not a regular file");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return permission_denied_error(path + ": cannot be read");
+  char magic[4] = {};
+  const size_t n = std::fread(magic, 1, sizeof(magic), f);
+  std::fclose(f);
+  if (n == 4 && std::memcmp(magic, "GGUF", 4) == 0) return CheckpointFormat::kGguf;
+  return CheckpointFormat::kSafetensors;
+}
+
+Result<ModelWeights> check_model(const ModelSpec& spec, std::span<const TensorInfo> tensors,
+                                 TensorNaming naming) {
+  std::vector<std::string> problems;
+  check_spec(spec, problems);
+  Result<ModelWeights> weights = bind_weights(spec, tensors, naming);
+  if (problems.empty() && weights.ok()) return weights;
+  std::string message =
+      "inconsistent " + std::string(architecture_name(spec.architecture)) + " model:";
+  for (const std::string& p : problems) message += "\n  " + p;
+  if (!weights.ok()) {
+    // bind_weights' message is a title line followed by indented problems; keep the problems.
+    const std::string& m = weights.status().message();
+    const size_t nl = m.find('\n');
+    message += nl == std::string::npos ? "\n  " + m : m.substr(nl);
+  }
+  return invalid_argument_error(std::move(message));
+}
+
+namespace {
+
+Status finish_model(Checkpoint& c, Result<ModelSpec> spec, TensorNaming naming) {
+  if (!spec.ok()) {
+    if (spec.status().code() != StatusCode::kUnimplemented) {
+      return spec.status().with_prefix(c.path);
+    }
+    c.not_runnable_reason = spec.status().message();
+    return Status();
+  }
+  Result<ModelWeights> weights = check_model(*spec, c.tensors, naming);
+  if (!weights.ok()) return weights.status().with_prefix(c.path);
+  c.spec = std::move(spec).value();
+  c.weights = std::move(weights).value();
+  return Status();
+}
+
+Result<Checkpoint> open_gguf(const std::string& path) {
+  TANDEM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
+  auto owner = std::make_shared<GgufFile>(std::move(file));
+  Checkpoint c;
+  c.path = path;
+  c.format = CheckpointFormat::kGguf;
+  for (const GgufKeyValue& kv : owner->metadata()) {
+    c.metadata.emplace_back(std::string(kv.key), kv.value.debug_string());
+  }
+  c.tensors = owner->tensors();  // copies of the infos; data still views owner's mapping
+  if (Result<std::string_view> a = owner->get_string("general.architecture"); a.ok()) {
+    c.architecture_name = std::string(*a);
+  }
+  c.owner = owner;
+  if (c.tensors.empty()) {
+    c.not_runnable_reason = "no tensors (a vocabulary-only file)";
+    return c;
+  }
+  Result<ModelSpec> spec = spec_from_gguf(*owner);
+  TANDEM_RETURN_IF_ERROR(finish_model(c, std::move(spec), TensorNaming::kGguf));
+  return c;
+}
+
+Result<Checkpoint> open_hf(const std::string& path) {
+  TANDEM_ASSIGN_OR_RETURN(SafetensorsCheckpoint st, SafetensorsCheckpoint::open(path));
+  auto owner = std::make_shared<SafetensorsCheckpoint>(std::move(st));
+  Checkpoint c;
+  c.path = path;
+  c.format = CheckpointFormat::kSafetensors;
+  for (const SafetensorsFile& shard : owner->shards()) {
+    for (const auto& [key, value] : shard.metadata()) c.metadata.emplace_back(key, value);
+  }
+  if (owner->index_metadata().is_object()) {
+    for (const auto& [key, value] : owner->index_metadata().items()) {
+      c.metadata.emplace_back("index." + key, value.dump());
+    }
+  }
+  c.tensors = owner->tensors();
+  c.owner = owner;
+  if (!owner->config()) {
+    c.not_runnable_reason = "no config.json: a lone safetensors file names no architecture";
+    return c;
+  }
+  nlohmann::json config = *owner->config();
+  if (auto it = config.find("model_type"); it != config.end() && it->is_string()) {
+    c.architecture_name = it->get<std::string>();
+  }
+  // bos/eos from generation_config.json when config.json lacks them.
+  if (owner->generation_config() && owner->generation_config()->is_object()) {
+    for (const char* key : {"bos_token_id", "eos_token_id"}) {
+      auto it = config.find(key);
+      auto gen = owner->generation_config()->find(key);
+      if ((it == config.end() || it->is_null()) && gen != owner->generation_config()->end()) {
+        config[key] = *gen;
+      }
+    }
+  }
+  TANDEM_RETURN_IF_ERROR(
+      finish_model(c, spec_from_hf_config(config, "config.json"), TensorNaming::kHf));
+  return c;
+}
+
+}  // namespace
+
+Result<Checkpoint> open_checkpoint(const std::string& path) {
+  TANDEM_ASSIGN_OR_RETURN(CheckpointFormat format, detect_checkpoint_format(path));
+  return format == CheckpointFormat::kGguf ? open_gguf(path) : open_hf(path);
+}
+
+Result<Checkpoint> open_model(const std::string& path) {
+  TANDEM_ASSIGN_OR_RETURN(Checkpoint c, open_checkpoint(path));
+  if (!c.spec) return unimplemented_error(path + ": " + c.not_runnable_reason);
+  return c;
+}
+
+}  // namespace tandem::model

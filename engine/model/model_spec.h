@@ -1,0 +1,101 @@
+// ModelSpec: the format-independent hyper-parameters of a supported MoE architecture.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/base/status.h"
+#include "engine/model/architecture.h"
+
+namespace tandem::model {
+
+// How RoPE pairs the dimensions of a head. kNormal: adjacent pairs (2i, 2i+1) (GGUF "llama",
+// whose converter permutes Q/K rows); kNeox: halves (i, i + d/2), i.e. HF's rotate_half. Every
+// HF checkpoint uses kNeox; GGUF uses kNeox for qwen2moe, qwen3moe and olmoe.
+enum class RopeType { kNormal, kNeox };
+
+// RoPE context-extension schemes as HF's rope_scaling / GGUF's rope.scaling.type name them.
+enum class RopeScalingType { kNone, kLinear, kDynamic, kYarn, kLongRope, kLlama3 };
+
+std::string_view rope_type_name(RopeType type);                 // "normal", "neox"
+std::string_view rope_scaling_type_name(RopeScalingType type);  // "none", "linear", "yarn", ...
+
+struct RopeSpec {
+  RopeType type = RopeType::kNeox;
+  double theta = 10000.0;  // base frequency
+  uint64_t n_dims = 0;     // rotated dimensions per head (= head_dim unless the file says less)
+  RopeScalingType scaling = RopeScalingType::kNone;
+  double scaling_factor = 1.0;           // meaningful when scaling != kNone
+  uint64_t original_context_length = 0;  // 0 when the file does not say
+};
+
+// Where the per-head Q/K RMSNorm weights apply: over each head (Qwen3-MoE, weight [head_dim]) or
+// over the whole projection (OLMoE, weight [n_heads * head_dim] / [n_kv_heads * head_dim]).
+enum class QkNorm { kNone, kPerHead, kWholeProjection };
+
+// Bounds applied while reading a spec, so that absurd metadata cannot make us allocate per-layer or
+// per-expert tables of absurd size. Far above any published model.
+inline constexpr uint64_t kMaxLayers = 4096;
+inline constexpr uint64_t kMaxExperts = 65536;
+
+// Everything the forward pass needs to know about a model's shape. Built once by the checkpoint
+// opener (from GGUF metadata or config.json); immutable afterwards, so any thread may read it.
+struct ModelSpec {
+  Architecture architecture = Architecture::kQwen3Moe;
+  std::string name;  // general.name / _name_or_path when known; informational only
+
+  uint64_t n_layers = 0;
+  uint64_t hidden_size = 0;
+  uint64_t n_heads = 0;
+  uint64_t n_kv_heads = 0;
+  uint64_t head_dim = 0;
+  bool head_dim_explicit = false;  // the file gave head_dim (key_length / head_dim) itself
+  RopeSpec rope;
+  double rms_norm_eps = 1e-6;
+  uint64_t vocab_size = 0;
+  uint64_t context_length = 0;
+
+  // Attention details.
+  bool attn_qkv_bias = false;  // q/k/v projections carry biases (Qwen2-MoE)
+  QkNorm qk_norm = QkNorm::kNone;
+
+  // MoE.
+  uint64_t n_experts = 0;
+  uint64_t n_experts_used = 0;   // top-k
+  uint64_t expert_ffn_size = 0;  // moe_intermediate_size
+  // true: the top-k routing weights are divided by their sum (Qwen3-MoE per config, Mixtral by
+  // construction); false: the softmax probabilities are used as they are (OLMoE, Qwen2-MoE
+  // default).
+  bool norm_topk_prob = false;
+  uint64_t n_shared_experts = 0;        // Qwen2-MoE: 1
+  uint64_t shared_expert_ffn_size = 0;  // shared_expert_intermediate_size
+  bool shared_expert_gate = false;      // a sigmoid gate scales the shared expert's output
+  // Dense FFN size of layers that are not MoE (0 when every layer is MoE).
+  uint64_t dense_ffn_size = 0;
+  // moe_layers[i]: layer i has a routed-expert FFN; otherwise a dense FFN of dense_ffn_size.
+  std::vector<bool> moe_layers;
+
+  // Tokens. Unknown ids stay empty.
+  std::optional<uint64_t> bos_token_id;
+  std::optional<uint64_t> eos_token_id;
+  // The lm head reuses the token embedding (no separate output tensor is expected).
+  bool tied_embeddings = false;
+
+  uint64_t n_moe_layers() const;
+  uint64_t q_dim() const { return n_heads * head_dim; }
+  uint64_t kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+// Appends one line per inconsistency among the hyper-parameters (zero sizes, n_experts_used >
+// n_experts, n_heads % n_kv_heads != 0, hidden != n_heads * head_dim when head_dim was derived,
+// bos/eos >= vocab, moe_layers size, missing expert sizes, n_layers > kMaxLayers, n_experts >
+// kMaxExperts). Pure; callable from any thread.
+void check_spec(const ModelSpec& spec, std::vector<std::string>& problems);
+
+// check_spec as a Status: OK, or INVALID_ARGUMENT listing every problem on its own line.
+Status validate_spec(const ModelSpec& spec);
+
+}  // namespace tandem::model

@@ -1,0 +1,292 @@
+// Canonical weight names: parsing GGUF and HF tensor names.
+#include "engine/model/weight_names.h"
+
+#include <array>
+#include <charconv>
+#include <utility>
+
+namespace tandem::model {
+
+namespace {
+
+struct RoleName {
+  WeightRole role;
+  std::string_view name;
+};
+
+constexpr std::array kRoleNames = {
+    RoleName{WeightRole::kTokenEmbedding, "token_embd"},
+    RoleName{WeightRole::kOutputNorm, "output_norm"},
+    RoleName{WeightRole::kLmHead, "output"},
+    RoleName{WeightRole::kAttnNorm, "attn_norm"},
+    RoleName{WeightRole::kAttnQ, "attn_q"},
+    RoleName{WeightRole::kAttnK, "attn_k"},
+    RoleName{WeightRole::kAttnV, "attn_v"},
+    RoleName{WeightRole::kAttnO, "attn_output"},
+    RoleName{WeightRole::kAttnQBias, "attn_q.bias"},
+    RoleName{WeightRole::kAttnKBias, "attn_k.bias"},
+    RoleName{WeightRole::kAttnVBias, "attn_v.bias"},
+    RoleName{WeightRole::kAttnQNorm, "attn_q_norm"},
+    RoleName{WeightRole::kAttnKNorm, "attn_k_norm"},
+    RoleName{WeightRole::kFfnNorm, "ffn_norm"},
+    RoleName{WeightRole::kRouter, "ffn_gate_inp"},
+    RoleName{WeightRole::kExpertGate, "ffn_gate_exps"},
+    RoleName{WeightRole::kExpertUp, "ffn_up_exps"},
+    RoleName{WeightRole::kExpertDown, "ffn_down_exps"},
+    RoleName{WeightRole::kSharedGate, "ffn_gate_shexp"},
+    RoleName{WeightRole::kSharedUp, "ffn_up_shexp"},
+    RoleName{WeightRole::kSharedDown, "ffn_down_shexp"},
+    RoleName{WeightRole::kSharedExpertGate, "ffn_gate_inp_shexp"},
+    RoleName{WeightRole::kDenseGate, "ffn_gate"},
+    RoleName{WeightRole::kDenseUp, "ffn_up"},
+    RoleName{WeightRole::kDenseDown, "ffn_down"},
+};
+
+// Parses a non-negative decimal index (no sign, no leading '+'); nullopt otherwise.
+std::optional<int64_t> parse_index(std::string_view s) {
+  if (s.empty() || s.size() > 9 || s[0] < '0' || s[0] > '9') return std::nullopt;
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+bool consume_prefix(std::string_view& s, std::string_view prefix) {
+  if (!s.starts_with(prefix)) return false;
+  s.remove_prefix(prefix.size());
+  return true;
+}
+
+bool consume_suffix(std::string_view& s, std::string_view suffix) {
+  if (!s.ends_with(suffix)) return false;
+  s.remove_suffix(suffix.size());
+  return true;
+}
+
+// Splits "N.rest" into N and rest.
+std::optional<std::pair<int64_t, std::string_view>> split_index(std::string_view s) {
+  size_t dot = s.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  std::optional<int64_t> index = parse_index(s.substr(0, dot));
+  if (!index) return std::nullopt;
+  return std::make_pair(*index, s.substr(dot + 1));
+}
+
+CanonicalName layer_name(WeightRole role, int64_t layer, int64_t expert = -1) {
+  return CanonicalName{role, layer, expert};
+}
+
+std::optional<CanonicalName> gguf_layer_tensor(int64_t layer, std::string_view rest) {
+  if (consume_suffix(rest, ".bias")) {
+    if (rest == "attn_q") return layer_name(WeightRole::kAttnQBias, layer);
+    if (rest == "attn_k") return layer_name(WeightRole::kAttnKBias, layer);
+    if (rest == "attn_v") return layer_name(WeightRole::kAttnVBias, layer);
+    return std::nullopt;
+  }
+  if (!consume_suffix(rest, ".weight")) return std::nullopt;
+  // Legacy per-expert layout: ffn_gate.E / ffn_up.E / ffn_down.E.
+  for (auto [prefix, role] : {std::pair{std::string_view("ffn_gate."), WeightRole::kExpertGate},
+                              std::pair{std::string_view("ffn_up."), WeightRole::kExpertUp},
+                              std::pair{std::string_view("ffn_down."), WeightRole::kExpertDown}}) {
+    std::string_view r = rest;
+    if (consume_prefix(r, prefix)) {
+      std::optional<int64_t> expert = parse_index(r);
+      if (!expert) return std::nullopt;
+      return layer_name(role, layer, *expert);
+    }
+  }
+  for (const RoleName& rn : kRoleNames) {
+    if (rn.name == rest && rn.role != WeightRole::kTokenEmbedding &&
+        rn.role != WeightRole::kOutputNorm && rn.role != WeightRole::kLmHead) {
+      return layer_name(rn.role, layer);
+    }
+  }
+  return std::nullopt;
+}
+
+struct HfSuffix {
+  std::string_view suffix;
+  WeightRole role;
+};
+
+constexpr std::array kHfLayerCommon = {
+    HfSuffix{"input_layernorm.weight", WeightRole::kAttnNorm},
+    HfSuffix{"post_attention_layernorm.weight", WeightRole::kFfnNorm},
+    HfSuffix{"self_attn.q_proj.weight", WeightRole::kAttnQ},
+    HfSuffix{"self_attn.k_proj.weight", WeightRole::kAttnK},
+    HfSuffix{"self_attn.v_proj.weight", WeightRole::kAttnV},
+    HfSuffix{"self_attn.o_proj.weight", WeightRole::kAttnO},
+    HfSuffix{"self_attn.q_proj.bias", WeightRole::kAttnQBias},
+    HfSuffix{"self_attn.k_proj.bias", WeightRole::kAttnKBias},
+    HfSuffix{"self_attn.v_proj.bias", WeightRole::kAttnVBias},
+    HfSuffix{"self_attn.q_norm.weight", WeightRole::kAttnQNorm},
+    HfSuffix{"self_attn.k_norm.weight", WeightRole::kAttnKNorm},
+    HfSuffix{"mlp.gate_proj.weight", WeightRole::kDenseGate},
+    HfSuffix{"mlp.up_proj.weight", WeightRole::kDenseUp},
+    HfSuffix{"mlp.down_proj.weight", WeightRole::kDenseDown},
+    HfSuffix{"mlp.shared_expert.gate_proj.weight", WeightRole::kSharedGate},
+    HfSuffix{"mlp.shared_expert.up_proj.weight", WeightRole::kSharedUp},
+    HfSuffix{"mlp.shared_expert.down_proj.weight", WeightRole::kSharedDown},
+    HfSuffix{"mlp.shared_expert_gate.weight", WeightRole::kSharedExpertGate},
+};
+
+std::optional<CanonicalName> hf_layer_tensor(int64_t layer, std::string_view rest,
+                                             Architecture arch) {
+  const bool mixtral = traits(arch).mixtral_names;
+  const std::string_view moe = mixtral ? "block_sparse_moe." : "mlp.";
+  std::string_view r = rest;
+  if (consume_prefix(r, moe)) {
+    if (r == "gate.weight") return layer_name(WeightRole::kRouter, layer);
+    if (consume_prefix(r, "experts.")) {
+      auto split = split_index(r);
+      if (!split) return std::nullopt;
+      auto [expert, proj] = *split;
+      const std::array<HfSuffix, 3> projections =
+          mixtral ? std::array{HfSuffix{"w1.weight", WeightRole::kExpertGate},
+                               HfSuffix{"w3.weight", WeightRole::kExpertUp},
+                               HfSuffix{"w2.weight", WeightRole::kExpertDown}}
+                  : std::array{HfSuffix{"gate_proj.weight", WeightRole::kExpertGate},
+                               HfSuffix{"up_proj.weight", WeightRole::kExpertUp},
+                               HfSuffix{"down_proj.weight", WeightRole::kExpertDown}};
+      for (const HfSuffix& p : projections) {
+        if (proj == p.suffix) return layer_name(p.role, layer, expert);
+      }
+      return std::nullopt;
+    }
+  }
+  for (const HfSuffix& s : kHfLayerCommon) {
+    if (rest == s.suffix) return layer_name(s.role, layer);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view weight_role_name(WeightRole role) {
+  switch (role) {
+    case WeightRole::kExpertGate:
+      return "expert_gate";
+    case WeightRole::kExpertUp:
+      return "expert_up";
+    case WeightRole::kExpertDown:
+      return "expert_down";
+    default:
+      break;
+  }
+  for (const RoleName& rn : kRoleNames) {
+    if (rn.role == role) return rn.name;
+  }
+  return "unknown";
+}
+
+bool is_expert_role(WeightRole role) {
+  return role == WeightRole::kExpertGate || role == WeightRole::kExpertUp ||
+         role == WeightRole::kExpertDown;
+}
+
+std::string canonical_name_string(const CanonicalName& name) {
+  std::string out;
+  if (name.layer >= 0) out = "blk." + std::to_string(name.layer) + ".";
+  out += weight_role_name(name.role);
+  if (name.expert >= 0) out += "[" + std::to_string(name.expert) + "]";
+  return out;
+}
+
+std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name) {
+  if (tensor_name == "token_embd.weight") return CanonicalName{WeightRole::kTokenEmbedding};
+  if (tensor_name == "output_norm.weight") return CanonicalName{WeightRole::kOutputNorm};
+  if (tensor_name == "output.weight") return CanonicalName{WeightRole::kLmHead};
+  std::string_view rest = tensor_name;
+  if (!consume_prefix(rest, "blk.")) return std::nullopt;
+  auto split = split_index(rest);
+  if (!split) return std::nullopt;
+  return gguf_layer_tensor(split->first, split->second);
+}
+
+std::optional<CanonicalName> canonical_from_hf(std::string_view tensor_name, Architecture arch) {
+  if (tensor_name == "model.embed_tokens.weight") return CanonicalName{WeightRole::kTokenEmbedding};
+  if (tensor_name == "model.norm.weight") return CanonicalName{WeightRole::kOutputNorm};
+  if (tensor_name == "lm_head.weight") return CanonicalName{WeightRole::kLmHead};
+  std::string_view rest = tensor_name;
+  if (!consume_prefix(rest, "model.layers.")) return std::nullopt;
+  auto split = split_index(rest);
+  if (!split) return std::nullopt;
+  return hf_layer_tensor(split->first, split->second, arch);
+}
+
+}  // namespace tandem::model
+
+namespace tandem::model {
+
+namespace {
+
+std::string_view hf_role_suffix(WeightRole role, bool mixtral) {
+  switch (role) {
+    case WeightRole::kRouter:
+      return mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight";
+    case WeightRole::kExpertGate:
+      return mixtral ? "w1.weight" : "gate_proj.weight";
+    case WeightRole::kExpertUp:
+      return mixtral ? "w3.weight" : "up_proj.weight";
+    case WeightRole::kExpertDown:
+      return mixtral ? "w2.weight" : "down_proj.weight";
+    default:
+      break;
+  }
+  for (const HfSuffix& s : kHfLayerCommon) {
+    if (s.role == role) return s.suffix;
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string file_tensor_name(const CanonicalName& name, TensorNaming naming, Architecture arch) {
+  if (naming == TensorNaming::kGguf) {
+    switch (name.role) {
+      case WeightRole::kTokenEmbedding:
+      case WeightRole::kOutputNorm:
+      case WeightRole::kLmHead:
+        return std::string(weight_role_name(name.role)) + ".weight";
+      case WeightRole::kAttnQBias:
+      case WeightRole::kAttnKBias:
+      case WeightRole::kAttnVBias:
+        return "blk." + std::to_string(name.layer) + "." + std::string(weight_role_name(name.role));
+      default:
+        break;
+    }
+    std::string role(weight_role_name(name.role));
+    if (is_expert_role(name.role)) {
+      if (name.expert >= 0) {
+        role = role == "expert_gate" ? "ffn_gate" : role == "expert_up" ? "ffn_up" : "ffn_down";
+        role += "." + std::to_string(name.expert);
+      } else {
+        role = role == "expert_gate" ? "ffn_gate_exps"
+               : role == "expert_up" ? "ffn_up_exps"
+                                     : "ffn_down_exps";
+      }
+    }
+    return "blk." + std::to_string(name.layer) + "." + role + ".weight";
+  }
+  switch (name.role) {
+    case WeightRole::kTokenEmbedding:
+      return "model.embed_tokens.weight";
+    case WeightRole::kOutputNorm:
+      return "model.norm.weight";
+    case WeightRole::kLmHead:
+      return "lm_head.weight";
+    default:
+      break;
+  }
+  const bool mixtral = traits(arch).mixtral_names;
+  std::string out = "model.layers." + std::to_string(name.layer) + ".";
+  if (is_expert_role(name.role)) {
+    out += mixtral ? "block_sparse_moe.experts." : "mlp.experts.";
+    out += name.expert >= 0 ? std::to_string(name.expert) : std::string("E");
+    out += ".";
+  }
+  out += hf_role_suffix(name.role, mixtral);
+  return out;
+}
+
+}  // namespace tandem::model

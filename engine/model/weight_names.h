@@ -1,0 +1,79 @@
+// Canonical weight names: GGUF and HF tensor names mapped onto one set of logical weights.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engine/model/architecture.h"
+
+namespace tandem::model {
+
+// Which naming convention a checkpoint's tensors follow.
+enum class TensorNaming { kGguf, kHf };
+
+// The logical role of one checkpoint tensor. Expert projections exist in two layouts: fused
+// (one 3-D tensor for all experts of a layer: GGUF's ffn_*_exps) and per-expert (one 2-D tensor
+// per expert: HF's experts.E.*, old GGUF's ffn_*.E). Both map to the same roles; `expert` is -1
+// for fused tensors.
+enum class WeightRole {
+  kTokenEmbedding,
+  kOutputNorm,
+  kLmHead,
+  kAttnNorm,
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnO,
+  kAttnQBias,
+  kAttnKBias,
+  kAttnVBias,
+  kAttnQNorm,
+  kAttnKNorm,
+  kFfnNorm,
+  kRouter,
+  kExpertGate,
+  kExpertUp,
+  kExpertDown,
+  kSharedGate,
+  kSharedUp,
+  kSharedDown,
+  kSharedExpertGate,  // the sigmoid gate's [1, hidden] weight (Qwen2-MoE)
+  kDenseGate,         // FFN of a dense (non-MoE) layer
+  kDenseUp,
+  kDenseDown,
+};
+
+// "attn_q", "expert_gate", ... (the GGUF-like short name used in messages and `inspect`).
+std::string_view weight_role_name(WeightRole role);
+bool is_expert_role(WeightRole role);  // kExpertGate / kExpertUp / kExpertDown
+
+struct CanonicalName {
+  WeightRole role = WeightRole::kTokenEmbedding;
+  int64_t layer = -1;   // -1 for model-level tensors
+  int64_t expert = -1;  // -1 unless a per-expert tensor
+  friend bool operator==(const CanonicalName&, const CanonicalName&) = default;
+};
+
+// The canonical name as text: "blk.3.expert_gate", "blk.3.expert_gate[5]", "token_embd".
+std::string canonical_name_string(const CanonicalName& name);
+
+// GGUF tensor name -> canonical name; nullopt for names outside the four architectures'
+// vocabulary (reported as unused). Handles fused (blk.N.ffn_gate_exps.weight) and legacy
+// per-expert (blk.N.ffn_gate.E.weight) names; blk.N.ffn_gate.weight is the dense FFN.
+std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name);
+
+// HF (transformers) tensor name -> canonical name for `arch`; nullopt when unknown. Mixtral uses
+// block_sparse_moe.{gate, experts.E.w1/w3/w2} (w1 = gate, w3 = up, w2 = down); the others
+// mlp.{gate, experts.E.gate_proj/up_proj/down_proj}; Qwen2-MoE adds mlp.shared_expert.* and
+// mlp.shared_expert_gate. Dense layers use mlp.{gate,up,down}_proj.
+std::optional<CanonicalName> canonical_from_hf(std::string_view tensor_name, Architecture arch);
+
+// The name `name` has in a file of the given convention (for messages about missing tensors):
+// "blk.0.ffn_gate_exps.weight" (a fused GGUF tensor when expert < 0),
+// "model.layers.0.block_sparse_moe.experts.3.w1.weight". A fused expert role in HF naming is
+// written with its expert index "E".
+std::string file_tensor_name(const CanonicalName& name, TensorNaming naming, Architecture arch);
+
+}  // namespace tandem::model

@@ -1,0 +1,185 @@
+// PreTokenizer: the split regexes of each supported pre-tokenizer, run through PCRE2.
+#include "engine/tokenizer/pre_tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <array>
+#include <string>
+
+namespace tandem::tokenizer {
+
+namespace {
+
+// GPT-2's published split pattern.
+constexpr std::string_view kGpt2 =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// Llama 3 (tiktoken cl100k style): digits in groups of up to three.
+constexpr std::string_view kLlama3 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// Qwen2: as Llama 3 but single digits.
+constexpr std::string_view kQwen2 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// Qwen3.5: as Qwen2 with combining marks (\p{M}) kept inside letter runs.
+constexpr std::string_view kQwen35 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// DeepSeek LLM: newlines, cased-letter runs (the published class is the Unicode cased letters,
+// Lu/Ll/Lt = \p{L&}), ASCII/full-width/CJK punctuation, trailing whitespace, CJK/Hangul runs,
+// digit runs.
+constexpr std::array<std::string_view, 6> kDeepseekLlm = {
+    R"([\r\n])",
+    R"(\s?\p{L&}+)",
+    R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)",
+    R"(\s+$)",
+    R"([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)",
+    R"(\p{N}+)",
+};
+
+// DeepSeek Coder: newlines, letter runs, punctuation runs, CJK/Hangul runs, single digits.
+constexpr std::array<std::string_view, 5> kDeepseekCoder = {
+    R"([\r\n])",    R"(\s?\p{L}+)",
+    R"(\s?\p{P}+)", R"([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)",
+    R"(\p{N})",
+};
+
+}  // namespace
+
+// One compiled, JIT-ed pattern. Immutable; matching state lives in the caller's match data.
+class Pcre2Regex {
+ public:
+  static Result<std::unique_ptr<Pcre2Regex>> compile(std::string_view pattern) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &error, &offset, nullptr);
+    if (code == nullptr) {
+      std::array<PCRE2_UCHAR, 256> message{};
+      pcre2_get_error_message(error, message.data(), message.size());
+      return internal_error("pre-tokenizer regex does not compile at offset " +
+                            std::to_string(offset) + ": " +
+                            reinterpret_cast<const char*>(message.data()));
+    }
+    auto regex = std::unique_ptr<Pcre2Regex>(new Pcre2Regex(code));
+    regex->jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+    return regex;
+  }
+
+  ~Pcre2Regex() { pcre2_code_free(code_); }
+  Pcre2Regex(const Pcre2Regex&) = delete;
+  Pcre2Regex& operator=(const Pcre2Regex&) = delete;
+
+  // Splits `piece` into matches and gaps, appending them to `out`.
+  Status split(std::string_view piece, pcre2_match_data* match, pcre2_match_context* context,
+               std::vector<std::string_view>& out) const {
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
+    size_t pos = 0;
+    size_t gap_start = 0;
+    while (pos < piece.size()) {
+      const int rc =
+          jit_ ? pcre2_jit_match(code_, subject, piece.size(), pos, 0, match, context)
+               : pcre2_match(code_, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK, match, context);
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) {
+        std::array<PCRE2_UCHAR, 256> message{};
+        pcre2_get_error_message(rc, message.data(), message.size());
+        return resource_exhausted_error(std::string("pre-tokenizer regex failed: ") +
+                                        reinterpret_cast<const char*>(message.data()));
+      }
+      const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
+      const size_t start = ovector[0];
+      const size_t end = ovector[1];
+      if (end == start) {  // an empty match: step over one character
+        pos = start + 1;
+        while (pos < piece.size() && (static_cast<uint8_t>(piece[pos]) & 0xC0) == 0x80) ++pos;
+        continue;
+      }
+      if (start > gap_start) out.push_back(piece.substr(gap_start, start - gap_start));
+      out.push_back(piece.substr(start, end - start));
+      gap_start = end;
+      pos = end;
+    }
+    if (gap_start < piece.size()) out.push_back(piece.substr(gap_start));
+    return Status();
+  }
+
+  const pcre2_code* code() const { return code_; }
+
+ private:
+  explicit Pcre2Regex(pcre2_code* code) : code_(code) {}
+  pcre2_code* code_;
+  bool jit_ = false;
+};
+
+PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
+PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
+PreTokenizer::~PreTokenizer() = default;
+
+Result<PreTokenizer> PreTokenizer::create(std::string_view name) {
+  std::vector<std::string_view> patterns;
+  if (name == "gpt-2" || name == "gpt2") {
+    patterns = {kGpt2};
+  } else if (name == "llama-bpe" || name == "llama3") {
+    patterns = {kLlama3};
+  } else if (name == "qwen2") {
+    patterns = {kQwen2};
+  } else if (name == "qwen35") {
+    patterns = {kQwen35};
+  } else if (name == "deepseek-llm") {
+    patterns.assign(kDeepseekLlm.begin(), kDeepseekLlm.end());
+  } else if (name == "deepseek-coder") {
+    patterns.assign(kDeepseekCoder.begin(), kDeepseekCoder.end());
+  } else {
+    return unimplemented_error("pre-tokenizer '" + std::string(name) +
+                               "' is not supported (supported: gpt-2, qwen2, qwen35, llama-bpe, "
+                               "deepseek-llm, deepseek-coder)");
+  }
+  PreTokenizer pre;
+  pre.name_ = std::string(name);
+  for (std::string_view pattern : patterns) {
+    TANDEM_ASSIGN_OR_RETURN(auto regex, Pcre2Regex::compile(pattern));
+    pre.regexes_.push_back(std::move(regex));
+  }
+  return pre;
+}
+
+Status PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out) const {
+  if (text.empty()) return Status();
+  // Per-call matching state keeps split() re-entrant. The JIT stack may grow to 1 MiB, far more
+  // than these patterns need (they have no nested unbounded backtracking).
+  pcre2_match_data* match = pcre2_match_data_create(4, nullptr);
+  pcre2_match_context* context = pcre2_match_context_create(nullptr);
+  pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, nullptr);
+  if (match == nullptr || context == nullptr || stack == nullptr) {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(context);
+    pcre2_match_data_free(match);
+    return resource_exhausted_error("pre-tokenizer: out of memory for PCRE2 match data");
+  }
+  pcre2_jit_stack_assign(context, nullptr, stack);
+
+  Status status;
+  std::vector<std::string_view> current{text};
+  std::vector<std::string_view> next;
+  for (size_t r = 0; r < regexes_.size() && status.ok(); ++r) {
+    std::vector<std::string_view>& target = r + 1 == regexes_.size() ? out : next;
+    for (std::string_view piece : current) {
+      status = regexes_[r]->split(piece, match, context, target);
+      if (!status.ok()) break;
+    }
+    if (r + 1 < regexes_.size()) {
+      current.swap(next);
+      next.clear();
+    }
+  }
+  pcre2_jit_stack_free(stack);
+  pcre2_match_context_free(context);
+  pcre2_match_data_free(match);
+  return status;
+}
+
+}  // namespace tandem::tokenizer

@@ -1,0 +1,37 @@
+// Element-wise and row kernels: dot, softmax, sigmoid, silu_mul, add, scale, add_scaled.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+namespace tandem::kernels {
+
+// Every function here is a pure scalar reference on caller-owned buffers: any thread, no shared
+// state. Output spans must have the input's size (TANDEM_CHECK); unless stated otherwise, an
+// output may be the same buffer as an input (in place) but must not partly overlap it.
+
+// Dot product of n floats with 8 independent partial sums combined pairwise at the end.
+// Error bound <= n * 2^-24 * sum |a_i * b_i|.
+float dot_f32(const float* a, const float* b, size_t n);
+
+// Stable softmax of one row, in place: subtracts the row max, exponentiates in float, sums in
+// double, multiplies by the float reciprocal of the sum. A row whose entries are all -inf yields
+// NaN (as torch does); the row must not be empty.
+void softmax(std::span<float> row);
+
+// out = 1 / (1 + exp(-x)), element-wise.
+void sigmoid(std::span<const float> x, std::span<float> out);
+
+// out = silu(gate) * up = gate / (1 + exp(-gate)) * up, element-wise (the SwiGLU expert MLP).
+void silu_mul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+
+// out = a + b, element-wise (residual connections).
+void add(std::span<const float> a, std::span<const float> b, std::span<float> out);
+
+// x *= s, in place.
+void scale(std::span<float> x, float s);
+
+// acc += s * x, element-wise (the weighted sum of expert outputs). acc and x must not overlap.
+void add_scaled(std::span<float> acc, std::span<const float> x, float s);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,48 @@
+// WeightMatrix: a validated, non-owning view of a rows x cols weight matrix in any dequantizable
+// TensorType, with row-tile conversion to float and embedding-row lookup (get_row).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "engine/base/result.h"
+#include "engine/base/status.h"
+#include "kernels/tensor_type.h"
+
+namespace tandem::kernels {
+
+// Row r occupies bytes [r * row_bytes, (r + 1) * row_bytes) of data; row_bytes =
+// tensor_type_bytes(type, cols). This is the ggml layout of a 2-D tensor with ne0 = cols and the
+// torch/safetensors layout of a [rows, cols] tensor. The bytes are owned by the caller (usually a
+// mapped checkpoint) and must outlive the view. A view is immutable and safe to share between
+// threads.
+struct WeightMatrix {
+  TensorType type = TensorType::kF32;
+  const uint8_t* data = nullptr;
+  size_t rows = 0;
+  size_t cols = 0;
+  size_t row_bytes = 0;
+
+  const uint8_t* row_data(size_t r) const { return data + r * row_bytes; }
+};
+
+// Checks that dequantize() supports `type` (UNIMPLEMENTED otherwise), that cols is a positive
+// whole number of the type's blocks and rows is positive (INVALID_ARGUMENT), and that data holds
+// exactly rows * row_bytes bytes (INVALID_ARGUMENT naming both sizes). This is where sizes read
+// from a checkpoint are validated; the kernels that take a WeightMatrix trust it.
+Result<WeightMatrix> make_weight_matrix(TensorType type, std::span<const uint8_t> data, size_t rows,
+                                        size_t cols);
+
+// Converts rows [row_begin, row_end) to float into dst (row-major, w.cols floats per row).
+// Unchecked beyond TANDEM_CHECKs of the bounds: a range outside the matrix or a short dst is a bug
+// of the caller. Any thread; dst must not be shared with another thread.
+void weight_rows_to_float(const WeightMatrix& w, size_t row_begin, size_t row_end,
+                          std::span<float> dst);
+
+// Embedding lookup: converts row `row` to float into out, which must hold exactly w.cols floats
+// (INVALID_ARGUMENT otherwise). OUT_OF_RANGE naming the row and the row count when row >= w.rows
+// (a token id outside the vocabulary). Any thread.
+Status get_row(const WeightMatrix& w, size_t row, std::span<float> out);
+
+}  // namespace tandem::kernels
