@@ -30,15 +30,15 @@ if [ "${#fuzzers[@]}" -eq 0 ]; then
   exit 2
 fi
 
-# ASan + UBSan + libFuzzer coverage instrumentation for all project code through the flags (the
-# fuzzer executables add -fsanitize=fuzzer themselves). TANDEM_SANITIZE is left empty: it takes a
-# single sanitizer, and the flags below already cover address and undefined.
-san="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# ASan through the project option (TANDEM_SANITIZE takes one sanitizer); UBSan and libFuzzer's
+# coverage instrumentation for all project code through the flags (the fuzzer executables add
+# -fsanitize=fuzzer themselves).
+extra="-fsanitize=fuzzer-no-link,undefined -fno-sanitize-recover=undefined"
 CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$build" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTANDEM_FUZZ=ON -DTANDEM_SANITIZE= -DTANDEM_BUILD_TESTS=OFF -DTANDEM_CUDA=OFF \
-  -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  -DTANDEM_FUZZ=ON -DTANDEM_SANITIZE=address -DTANDEM_BUILD_TESTS=OFF -DTANDEM_CUDA=OFF \
+  -DCMAKE_C_FLAGS="$extra" -DCMAKE_CXX_FLAGS="$extra" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=undefined" >/dev/null
 cmake --build "$build" -j "$jobs" --target "${fuzzers[@]}"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
