@@ -11,5 +11,10 @@ int run_version(std::span<char*> args);
 int run_inspect(std::span<char*> args);
 int run_tokenize(std::span<char*> args);
 int run_detokenize(std::span<char*> args);
+int run_export_tokenizer(std::span<char*> args);
+int run_logits(std::span<char*> args);
+int run_generate(std::span<char*> args);
+int run_bench(std::span<char*> args);
+int run_plan(std::span<char*> args);
 
 }  // namespace tandem::cli

@@ -9,6 +9,7 @@ packages=(
   # libraries (docs/building.md says what each is for)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev catch2 libpcre2-dev prometheus-cpp-dev
+  libbenchmark-dev
 )
 
 missing=()

@@ -48,21 +48,27 @@ constexpr std::array<std::string_view, 5> kDeepseekCoder = {
 
 }  // namespace
 
+void apply_behavior(const std::vector<std::string_view>& parts, const std::vector<bool>& delim,
+                    SplitBehavior behavior, std::vector<std::string_view>& out);
+
 // One compiled, JIT-ed pattern. Immutable; matching state lives in the caller's match data.
 class Pcre2Regex {
  public:
-  static Result<std::unique_ptr<Pcre2Regex>> compile(std::string_view pattern) {
+  static Result<std::unique_ptr<Pcre2Regex>> compile(std::string_view pattern,
+                                                     bool literal = false) {
     int error = 0;
     PCRE2_SIZE offset = 0;
-    pcre2_code* code =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                      PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &error, &offset, nullptr);
+    // PCRE2_LITERAL allows only a few other options (UTF among them).
+    const uint32_t options =
+        literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                     options, &error, &offset, nullptr);
     if (code == nullptr) {
       std::array<PCRE2_UCHAR, 256> message{};
       pcre2_get_error_message(error, message.data(), message.size());
-      return internal_error("pre-tokenizer regex does not compile at offset " +
-                            std::to_string(offset) + ": " +
-                            reinterpret_cast<const char*>(message.data()));
+      return invalid_argument_error("pre-tokenizer regex does not compile at offset " +
+                                    std::to_string(offset) + ": " +
+                                    reinterpret_cast<const char*>(message.data()));
     }
     auto regex = std::unique_ptr<Pcre2Regex>(new Pcre2Regex(code));
     regex->jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
@@ -73,9 +79,25 @@ class Pcre2Regex {
   Pcre2Regex(const Pcre2Regex&) = delete;
   Pcre2Regex& operator=(const Pcre2Regex&) = delete;
 
-  // Splits `piece` into matches and gaps, appending them to `out`.
-  Status split(std::string_view piece, pcre2_match_data* match, pcre2_match_context* context,
-               std::vector<std::string_view>& out) const {
+  // Splits `piece` into matches and gaps and appends the pieces `rule` asks for to `out`.
+  Status split(std::string_view piece, const SplitRule& rule, pcre2_match_data* match,
+               pcre2_match_context* context, std::vector<std::string_view>& out) const {
+    if (rule.behavior == SplitBehavior::kIsolated && !rule.invert) {
+      return split_isolated(piece, match, context, out);
+    }
+    // Segments [start, end) covering the piece, each flagged as delimiter or not.
+    std::vector<std::string_view> parts;
+    std::vector<bool> is_delim;
+    TANDEM_RETURN_IF_ERROR(split_isolated(piece, match, context, parts, &is_delim));
+    if (rule.invert) is_delim.flip();
+    apply_behavior(parts, is_delim, rule.behavior, out);
+    return Status();
+  }
+
+  // Appends matches and gaps of `piece` to `out`; with `flags`, whether each one is a match.
+  Status split_isolated(std::string_view piece, pcre2_match_data* match,
+                        pcre2_match_context* context, std::vector<std::string_view>& out,
+                        std::vector<bool>* flags = nullptr) const {
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
     size_t pos = 0;
     size_t gap_start = 0;
@@ -98,12 +120,19 @@ class Pcre2Regex {
         while (pos < piece.size() && (static_cast<uint8_t>(piece[pos]) & 0xC0) == 0x80) ++pos;
         continue;
       }
-      if (start > gap_start) out.push_back(piece.substr(gap_start, start - gap_start));
+      if (start > gap_start) {
+        out.push_back(piece.substr(gap_start, start - gap_start));
+        if (flags != nullptr) flags->push_back(false);
+      }
       out.push_back(piece.substr(start, end - start));
+      if (flags != nullptr) flags->push_back(true);
       gap_start = end;
       pos = end;
     }
-    if (gap_start < piece.size()) out.push_back(piece.substr(gap_start));
+    if (gap_start < piece.size()) {
+      out.push_back(piece.substr(gap_start));
+      if (flags != nullptr) flags->push_back(false);
+    }
     return Status();
   }
 
@@ -115,11 +144,76 @@ class Pcre2Regex {
   bool jit_ = false;
 };
 
+namespace {
+
+// Joins two adjacent views of the same buffer.
+std::string_view join_adjacent(std::string_view a, std::string_view b) {
+  return std::string_view(a.data(), static_cast<size_t>(b.data() + b.size() - a.data()));
+}
+
+}  // namespace
+
+// Hugging Face's SplitDelimiterBehavior over consecutive segments of one piece.
+void apply_behavior(const std::vector<std::string_view>& parts, const std::vector<bool>& delim,
+                    SplitBehavior behavior, std::vector<std::string_view>& out) {
+  switch (behavior) {
+    case SplitBehavior::kIsolated:
+      out.insert(out.end(), parts.begin(), parts.end());
+      return;
+    case SplitBehavior::kRemoved:
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (!delim[i]) out.push_back(parts[i]);
+      }
+      return;
+    case SplitBehavior::kMergedWithPrevious: {
+      const size_t first = out.size();
+      bool previous_delim = false;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (delim[i] && !previous_delim && out.size() > first) {
+          out.back() = join_adjacent(out.back(), parts[i]);
+        } else {
+          out.push_back(parts[i]);
+        }
+        previous_delim = delim[i];
+      }
+      return;
+    }
+    case SplitBehavior::kMergedWithNext: {
+      std::vector<std::string_view> reversed;
+      bool previous_delim = false;
+      for (size_t i = parts.size(); i-- > 0;) {
+        if (delim[i] && !previous_delim && !reversed.empty()) {
+          reversed.back() = join_adjacent(parts[i], reversed.back());
+        } else {
+          reversed.push_back(parts[i]);
+        }
+        previous_delim = delim[i];
+      }
+      out.insert(out.end(), reversed.rbegin(), reversed.rend());
+      return;
+    }
+    case SplitBehavior::kContiguous: {
+      // Adjacent segments of the same kind join (with invert, adjacent kept matches do too).
+      const size_t first = out.size();
+      bool previous_delim = false;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (delim[i] == previous_delim && out.size() > first) {
+          out.back() = join_adjacent(out.back(), parts[i]);
+        } else {
+          out.push_back(parts[i]);
+        }
+        previous_delim = delim[i];
+      }
+      return;
+    }
+  }
+}
+
 PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
 PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
 PreTokenizer::~PreTokenizer() = default;
 
-Result<PreTokenizer> PreTokenizer::create(std::string_view name) {
+Result<std::vector<std::string_view>> PreTokenizer::named_patterns(std::string_view name) {
   std::vector<std::string_view> patterns;
   if (name == "gpt-2" || name == "gpt2") {
     patterns = {kGpt2};
@@ -138,17 +232,36 @@ Result<PreTokenizer> PreTokenizer::create(std::string_view name) {
                                "' is not supported (supported: gpt-2, qwen2, qwen35, llama-bpe, "
                                "deepseek-llm, deepseek-coder)");
   }
+  return patterns;
+}
+
+Result<PreTokenizer> PreTokenizer::create(std::string_view name) {
+  TANDEM_ASSIGN_OR_RETURN(auto patterns, named_patterns(name));
+  std::vector<SplitRule> rules;
+  for (std::string_view pattern : patterns) rules.push_back(SplitRule{std::string(pattern)});
+  auto pre = from_rules(name, std::move(rules));
+  // The built-in patterns always compile; a failure here is a bug.
+  if (!pre.ok()) return internal_error(pre.status().to_string());
+  return pre;
+}
+
+Result<PreTokenizer> PreTokenizer::from_rules(std::string_view name, std::vector<SplitRule> rules) {
   PreTokenizer pre;
   pre.name_ = std::string(name);
-  for (std::string_view pattern : patterns) {
-    TANDEM_ASSIGN_OR_RETURN(auto regex, Pcre2Regex::compile(pattern));
+  for (const SplitRule& rule : rules) {
+    TANDEM_ASSIGN_OR_RETURN(auto regex, Pcre2Regex::compile(rule.pattern, rule.literal));
     pre.regexes_.push_back(std::move(regex));
   }
+  pre.rules_ = std::move(rules);
   return pre;
 }
 
 Status PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out) const {
   if (text.empty()) return Status();
+  if (regexes_.empty()) {
+    out.push_back(text);
+    return Status();
+  }
   // Per-call matching state keeps split() re-entrant. The JIT stack may grow to 1 MiB, far more
   // than these patterns need (they have no nested unbounded backtracking).
   pcre2_match_data* match = pcre2_match_data_create(4, nullptr);
@@ -168,7 +281,7 @@ Status PreTokenizer::split(std::string_view text, std::vector<std::string_view>&
   for (size_t r = 0; r < regexes_.size() && status.ok(); ++r) {
     std::vector<std::string_view>& target = r + 1 == regexes_.size() ? out : next;
     for (std::string_view piece : current) {
-      status = regexes_[r]->split(piece, match, context, target);
+      status = regexes_[r]->split(piece, rules_[r], match, context, target);
       if (!status.ok()) break;
     }
     if (r + 1 < regexes_.size()) {

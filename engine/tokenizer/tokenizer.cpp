@@ -1,6 +1,7 @@
 // Tokenizer: loading from GGUF, encode (special-token split, pre-tokenize, BPE/SPM), decode.
 #include "engine/tokenizer/tokenizer.h"
 
+#include "engine/base/check.h"
 #include "engine/model/gguf_file.h"
 #include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/pre_tokenizer.h"
@@ -21,16 +22,28 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Result<Tokenizer> Tokenizer::from_gguf(const model::GgufFile& file) {
-  Tokenizer tok;
   TANDEM_ASSIGN_OR_RETURN(Vocab vocab, Vocab::from_gguf(file));
-  tok.vocab_ = std::make_unique<Vocab>(std::move(vocab));
-  if (tok.vocab_->kind == TokenizerKind::kByteLevelBpe) {
-    auto pre = PreTokenizer::create(tok.vocab_->pre_name);
+  auto owned = std::make_unique<Vocab>(std::move(vocab));
+  std::unique_ptr<PreTokenizer> pre_tokenizer;
+  bool ignore_merges = false;
+  if (owned->kind == TokenizerKind::kByteLevelBpe) {
+    auto pre = PreTokenizer::create(owned->pre_name);
     if (!pre.ok()) return pre.status().with_prefix(file.name());
-    tok.pre_ = std::make_unique<PreTokenizer>(std::move(pre).value());
+    pre_tokenizer = std::make_unique<PreTokenizer>(std::move(pre).value());
     // Llama 3 follows tiktoken: a word that is a token as a whole is not merged step by step.
-    const bool ignore_merges =
-        tok.vocab_->pre_name == "llama-bpe" || tok.vocab_->pre_name == "llama3";
+    ignore_merges = owned->pre_name == "llama-bpe" || owned->pre_name == "llama3";
+  }
+  return from_parts(std::move(owned), std::move(pre_tokenizer), ignore_merges);
+}
+
+Result<Tokenizer> Tokenizer::from_parts(std::unique_ptr<Vocab> vocab,
+                                        std::unique_ptr<PreTokenizer> pre, bool ignore_merges) {
+  TANDEM_CHECK(vocab != nullptr);
+  Tokenizer tok;
+  tok.vocab_ = std::move(vocab);
+  if (tok.vocab_->kind == TokenizerKind::kByteLevelBpe) {
+    TANDEM_CHECK(pre != nullptr);
+    tok.pre_ = std::move(pre);
     TANDEM_ASSIGN_OR_RETURN(BpeModel bpe, BpeModel::create(*tok.vocab_, ignore_merges));
     tok.bpe_ = std::make_unique<BpeModel>(std::move(bpe));
   } else {
@@ -63,7 +76,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
   for (const auto& fragment : fragments) {
     if (fragment.id >= 0) {
       ids.push_back(fragment.id);
-      after_special = true;
+      after_special = !vocab_->space_prefix_first_only;
       continue;
     }
     TANDEM_RETURN_IF_ERROR(encode_fragment(fragment.text, after_special, ids));
@@ -77,6 +90,14 @@ Status Tokenizer::encode_fragment(std::string_view text, bool after_special,
                                   std::vector<int32_t>& out) const {
   if (bpe_) {
     std::vector<std::string_view> words;
+    std::string prefixed;
+    if (vocab_->byte_level_prefix_space && !text.empty() && text[0] != ' ') {
+      // tokenizer.json ByteLevel(add_prefix_space): every fragment starts with a space.
+      prefixed.reserve(text.size() + 1);
+      prefixed.push_back(' ');
+      prefixed.append(text);
+      text = prefixed;
+    }
     TANDEM_RETURN_IF_ERROR(pre_->split(text, words));
     BpeScratch scratch;
     for (std::string_view word : words) bpe_->encode_word(word, scratch, out);
@@ -205,6 +226,9 @@ bool Tokenizer::add_eos() const {
 }
 bool Tokenizer::add_space_prefix() const {
   return vocab_->add_space_prefix;
+}
+const std::string& Tokenizer::chat_template() const {
+  return vocab_->chat_template;
 }
 
 }  // namespace tandem::tokenizer

@@ -83,6 +83,17 @@ class Tokenizer {
   static Result<Tokenizer> from_gguf(const model::GgufFile& file);
   // Opens `path` (a GGUF, vocab-only or full) and reads its tokenizer.
   static Result<Tokenizer> load_gguf(const std::string& path);
+  // Reads a Hugging Face tokenizer directory: tokenizer.json (required) and, when present,
+  // tokenizer_config.json (bos/eos/pad/unk tokens, add_bos_token/add_eos_token, chat_template).
+  // See hf_tokenizer_json.h for what is supported; the rest is UNIMPLEMENTED with its name.
+  static Result<Tokenizer> load_hf(const std::string& dir);
+  // The same from the two files' contents; `config_json` may be empty. `name` prefixes errors.
+  static Result<Tokenizer> from_hf_json(std::string_view tokenizer_json,
+                                        std::string_view config_json, const std::string& name);
+  // Internal: a tokenizer from loaded parts (the GGUF and tokenizer.json loaders). `pre` is
+  // required for byte-level BPE and ignored for SentencePiece.
+  static Result<Tokenizer> from_parts(std::unique_ptr<Vocab> vocab,
+                                      std::unique_ptr<PreTokenizer> pre, bool ignore_merges);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
@@ -110,6 +121,8 @@ class Tokenizer {
   bool add_bos() const;
   bool add_eos() const;
   bool add_space_prefix() const;
+  // tokenizer.chat_template / tokenizer_config.json's chat_template; empty when absent.
+  const std::string& chat_template() const;
 
  private:
   Tokenizer();

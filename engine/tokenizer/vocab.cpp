@@ -95,6 +95,14 @@ Result<Vocab> Vocab::from_gguf(const model::GgufFile& file) {
   TANDEM_ASSIGN_OR_RETURN(vocab.add_space_prefix,
                           file.get_bool_or("tokenizer.ggml.add_space_prefix", spm));
   if (!spm) vocab.add_space_prefix = false;
+  TANDEM_ASSIGN_OR_RETURN(std::string_view chat_template,
+                          file.get_string_or("tokenizer.chat_template", ""));
+  vocab.chat_template = std::string(chat_template);
+  TANDEM_ASSIGN_OR_RETURN(std::string_view arch, file.get_string_or("general.architecture", ""));
+  const std::string context_key = std::string(arch) + ".context_length";
+  if (!arch.empty() && file.contains(context_key)) {
+    TANDEM_ASSIGN_OR_RETURN(vocab.context_length, file.get_i64(context_key));
+  }
   return vocab;
 }
 

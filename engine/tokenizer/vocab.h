@@ -36,6 +36,14 @@ struct Vocab {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = false;  // SPM only
+  // tokenizer.json ByteLevel(add_prefix_space=true): a space is put before every text fragment
+  // that does not start with one (byte-level BPE only; never set from GGUF).
+  bool byte_level_prefix_space = false;
+  // tokenizer.json Metaspace(prepend_scheme="first"): only a fragment at the very start of the
+  // text gets the space prefix, not those after special tokens.
+  bool space_prefix_first_only = false;
+  std::string chat_template;   // tokenizer.chat_template; empty when absent
+  int64_t context_length = 0;  // <arch>.context_length when present (for exporters), else 0
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
   std::optional<int32_t> find(std::string_view text) const {

@@ -1,0 +1,107 @@
+// `tandem bench`: prefill and decode throughput of the CPU forward pass.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/model_session.h"
+
+namespace tandem::cli {
+namespace {
+
+void print_bench_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: tandem bench --model M [--prompt-tokens N] [--gen-tokens N] [--threads T]\n"
+               "Times one prefill of N synthetic prompt tokens (default 128) and N greedy decode\n"
+               "steps (default 32); prints tokens per second for each.\n");
+}
+
+}  // namespace
+
+int run_bench(std::span<char*> args) {
+  std::string model_path;
+  int prompt_tokens = 128;
+  int gen_tokens = 32;
+  int threads = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      print_bench_usage(stdout);
+      return 0;
+    } else if (arg == "--model" && i + 1 < args.size()) {
+      model_path = args[++i];
+    } else if ((arg == "--prompt-tokens" || arg == "--gen-tokens" || arg == "--threads") &&
+               i + 1 < args.size()) {
+      auto v = parse_count(args[i], args[i + 1]);
+      ++i;
+      if (!v.ok()) {
+        std::fprintf(stderr, "tandem bench: %s\n", v.status().message().c_str());
+        return 2;
+      }
+      (arg == "--prompt-tokens" ? prompt_tokens
+       : arg == "--gen-tokens"  ? gen_tokens
+                                : threads) = *v;
+    } else {
+      std::fprintf(stderr, "tandem bench: unexpected argument '%s'\n", args[i]);
+      print_bench_usage(stderr);
+      return 2;
+    }
+  }
+  if (model_path.empty() || prompt_tokens < 1) {
+    print_bench_usage(stderr);
+    return 2;
+  }
+  auto session = open_session(model_path, threads);
+  if (!session.ok()) {
+    std::fprintf(stderr, "tandem bench: %s\n", session.status().to_string().c_str());
+    return 2;
+  }
+  runtime::ModelRunner& runner = *(*session)->runner;
+  const size_t need = static_cast<size_t>(prompt_tokens) + static_cast<size_t>(gen_tokens);
+  if (need > runner.context_length()) {
+    std::fprintf(stderr, "tandem bench: %zu tokens exceed the context limit %zu\n", need,
+                 runner.context_length());
+    return 2;
+  }
+  // Deterministic spread-out ids.
+  std::vector<int32_t> ids(static_cast<size_t>(prompt_tokens));
+  const size_t vocab = runner.n_vocab();
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+
+  using Clock = std::chrono::steady_clock;
+  auto cache = runner.new_kv_cache();
+  runtime::ForwardOutput out;
+  runtime::SequenceInput seq{cache.get(), ids, 0, runtime::LogitsWanted::kLast};
+  const auto t0 = Clock::now();
+  Status s = runner.forward({&seq, 1}, out);
+  const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!s.ok()) {
+    std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  const auto t1 = Clock::now();
+  std::vector<int32_t> one(1);
+  for (int i = 0; i < gen_tokens; ++i) {
+    const auto row = out.row(0, 0);
+    one[0] = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    runtime::SequenceInput step{cache.get(), one, cache->length(), runtime::LogitsWanted::kLast};
+    s = runner.forward({&step, 1}, out);
+    if (!s.ok()) {
+      std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
+      return 1;
+    }
+  }
+  const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  std::printf("model %s, %zu threads\n", model_path.c_str(), runner.pool().n_threads());
+  std::printf("prefill: %d tokens in %.3f s = %.1f tokens/s\n", prompt_tokens, prefill_s,
+              prompt_tokens / std::max(prefill_s, 1e-9));
+  if (gen_tokens > 0) {
+    std::printf("decode:  %d tokens in %.3f s = %.1f tokens/s\n", gen_tokens, decode_s,
+                gen_tokens / std::max(decode_s, 1e-9));
+  }
+  return 0;
+}
+
+}  // namespace tandem::cli

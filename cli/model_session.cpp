@@ -1,0 +1,52 @@
+// Shared model set-up for the logits / generate / bench subcommands.
+#include "cli/model_session.h"
+
+#include <cctype>
+#include <charconv>
+
+namespace tandem::cli {
+
+Result<std::unique_ptr<ModelSession>> open_session(const std::string& path, int threads) {
+  auto session = std::make_unique<ModelSession>();
+  TANDEM_ASSIGN_OR_RETURN(session->checkpoint, model::open_model(path));
+  runtime::RunnerOptions options;
+  options.threads = threads;
+  TANDEM_ASSIGN_OR_RETURN(session->runner,
+                          runtime::ModelRunner::create(*session->checkpoint.spec,
+                                                       *session->checkpoint.weights, options));
+  return session;
+}
+
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (std::isspace(static_cast<unsigned char>(c)) || c == ',') {
+      ++i;
+      continue;
+    }
+    int32_t value = 0;
+    const auto [ptr, ec] = std::from_chars(text.data() + i, text.data() + text.size(), value);
+    if (ec != std::errc() || value < 0) {
+      return invalid_argument_error("bad token id list '" + text + "' at offset " +
+                                    std::to_string(i));
+    }
+    ids.push_back(value);
+    i = static_cast<size_t>(ptr - text.data());
+  }
+  if (ids.empty()) return invalid_argument_error("empty token id list");
+  return ids;
+}
+
+Result<int> parse_count(const char* flag, const std::string& text) {
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || value < 0) {
+    return invalid_argument_error(std::string(flag) + " wants a non-negative integer, not '" +
+                                  text + "'");
+  }
+  return value;
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,40 @@
+// ExpertWorker: the interface of a device that computes routed experts (CPU now, CUDA later).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "engine/base/status.h"
+#include "engine/experts/routing.h"
+
+namespace tandem::experts {
+
+// One layer's share of token-expert pairs for one worker. All spans are owned by the caller
+// (MoeLayer) and stay valid for the duration of run().
+struct ExpertJob {
+  size_t layer = 0;
+  std::span<const float> input;  // [n_tokens x hidden]: the FFN-normed hidden states
+  size_t n_tokens = 0;
+  size_t hidden = 0;
+  size_t k = 0;                          // pair p belongs to token p / k
+  const ExpertGroups* groups = nullptr;  // this worker's experts and their pairs
+  // [n_tokens * k x hidden]: the worker writes row p = down(silu(gate x_t) * up x_t) (not yet
+  // scaled by the routing weight) for each of its pairs p and touches no other row.
+  std::span<float> pair_out;
+};
+
+// A worker owns (or views) the expert weights it serves. run() is called by the MoE executor's
+// thread, one call at a time per worker; it must compute each expert's pairs with ONE batched
+// matmul per projection (gather rows -> gate & up -> silu_mul -> down -> write rows), and its
+// result for a pair must not depend on which other pairs or workers share the job (so splitting
+// the pairs across workers changes nothing). Errors (e.g. a device failure) come back as Status.
+class ExpertWorker {
+ public:
+  virtual ~ExpertWorker() = default;
+  virtual std::string_view name() const = 0;
+  virtual Status run(const ExpertJob& job) = 0;
+};
+
+}  // namespace tandem::experts

@@ -1,0 +1,38 @@
+// pooled_matmul / swiglu_mlp: the matmul kernels split over a ThreadPool by weight rows.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "engine/base/thread_pool.h"
+#include "kernels/cpu/matmul.h"
+
+namespace tandem::experts {
+
+// Per-caller scratch for the pooled kernels (reused across calls to avoid allocation). Owned by
+// one thread (the pool's caller); never shared between two concurrent callers.
+struct MatmulScratch {
+  kernels::Q8_0Activations xq;
+  std::vector<float> gate;
+  std::vector<float> up;
+};
+
+// y = x · W^T (shapes as kernels::matmul) with W's rows split over `pool` (null: the calling
+// thread alone). Each y element is computed by exactly one thread with the same arithmetic as a
+// single-threaded call, so the result is bit-identical for any thread count. mode kQ8_0 applies
+// to Q8_0 weights only (x is quantized once, on the calling thread); other types take kFloat.
+// Called from the pool's owner thread only (ThreadPool::parallel_for's rule).
+void pooled_matmul(ThreadPool* pool, const kernels::WeightMatrix& w, std::span<const float> x,
+                   size_t n_tokens, std::span<float> y, kernels::MatmulActivations mode,
+                   MatmulScratch& scratch);
+
+// The SwiGLU MLP of an expert, a shared expert or a dense FFN: out = down(silu(gate x) * up x).
+// gate and up are [ffn x hidden], down [hidden x ffn]; x holds n_tokens x hidden floats and out
+// n_tokens x hidden (overwritten). Same threading rules as pooled_matmul.
+void swiglu_mlp(ThreadPool* pool, const kernels::WeightMatrix& gate,
+                const kernels::WeightMatrix& up, const kernels::WeightMatrix& down,
+                std::span<const float> x, size_t n_tokens, std::span<float> out,
+                kernels::MatmulActivations mode, MatmulScratch& scratch);
+
+}  // namespace tandem::experts

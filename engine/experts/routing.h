@@ -1,0 +1,41 @@
+// Routing: the router's top-k choice per token, and the grouping of token-expert pairs by expert.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tandem::experts {
+
+// One layer's routing decision for n_tokens tokens. Pair p = t * k + slot is token t's slot-th
+// choice; slots are ordered by probability, highest first (lower expert id first on ties).
+// A plain value owned by whoever fills it; any thread may read it after.
+struct Routing {
+  size_t n_tokens = 0;
+  size_t k = 0;
+  std::vector<int32_t> experts;  // [n_tokens * k]
+  std::vector<float> weights;    // [n_tokens * k], the factor each expert's output is scaled by
+};
+
+// From router logits [n_tokens x n_experts] (softmaxed in place): p = softmax(logits row), the k
+// largest p (kernels::top_k), and, when `renormalize` (ModelSpec::norm_topk_prob), each weight
+// divided by the float sum of the k selected ones (in slot order). k <= n_experts (a bug
+// otherwise). Any thread.
+void route(std::span<float> router_logits, size_t n_tokens, size_t n_experts, size_t k,
+           bool renormalize, Routing& out);
+
+// The pairs of a Routing grouped by expert: expert_ids[i] (ascending, active experts only) owns
+// pairs[offsets[i] .. offsets[i + 1]), in ascending pair (= token) order.
+struct ExpertGroups {
+  std::vector<int32_t> expert_ids;
+  std::vector<size_t> offsets;  // expert_ids.size() + 1 entries
+  std::vector<uint32_t> pairs;
+};
+
+// Groups the pairs whose expert e has owner[e] == worker (every pair when owner is empty; owner
+// otherwise holds n_experts entries). Expert ids >= n_experts are bugs. Deterministic; any thread.
+void group_by_expert(const Routing& routing, size_t n_experts, std::span<const uint8_t> owner,
+                     uint8_t worker, ExpertGroups& out);
+
+}  // namespace tandem::experts

@@ -1,0 +1,120 @@
+// ModelRunner::attention_block: norms, Q/K/V projections, Q/K norm, RoPE, KV append, per-sequence
+// causal GQA attention and the output projection with its residual add.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/runtime/model_runner.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/vector_ops.h"
+
+namespace tandem::runtime {
+namespace {
+
+void add_bias(std::vector<float>& y, size_t n_tokens, const std::vector<float>& bias) {
+  if (bias.empty()) return;
+  const size_t dim = bias.size();
+  for (size_t t = 0; t < n_tokens; ++t) {
+    std::span<float> row(y.data() + t * dim, dim);
+    kernels::add(row, bias, row);
+  }
+}
+
+}  // namespace
+
+void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> batch) {
+  const PreparedLayer& L = weights_.layers[layer];
+  const size_t n = n_tokens_;
+  const size_t hidden = spec_.hidden_size;
+  const size_t q_dim = spec_.q_dim();
+  const size_t kv_dim = spec_.kv_dim();
+  const size_t head_dim = spec_.head_dim;
+  const float eps = static_cast<float>(spec_.rms_norm_eps);
+  ThreadPool* pool = pool_.get();
+
+  kernels::rms_norm(x_, L.attn_norm, eps, n, hidden, h_);
+  std::span<const float> h(h_.data(), n * hidden);
+  experts::pooled_matmul(pool, L.q, h, n, std::span<float>(q_.data(), n * q_dim), mode_, scratch_);
+  experts::pooled_matmul(pool, L.k, h, n, std::span<float>(k_.data(), n * kv_dim), mode_, scratch_);
+  experts::pooled_matmul(pool, L.v, h, n, std::span<float>(v_.data(), n * kv_dim), mode_, scratch_);
+  add_bias(q_, n, L.q_bias);
+  add_bias(k_, n, L.k_bias);
+  add_bias(v_, n, L.v_bias);
+
+  std::span<float> q(q_.data(), n * q_dim);
+  std::span<float> k(k_.data(), n * kv_dim);
+  if (spec_.qk_norm == model::QkNorm::kPerHead) {
+    kernels::rms_norm_heads(q, L.q_norm, eps, n, spec_.n_heads, head_dim, q);
+    kernels::rms_norm_heads(k, L.k_norm, eps, n, spec_.n_kv_heads, head_dim, k);
+  } else if (spec_.qk_norm == model::QkNorm::kWholeProjection) {
+    kernels::rms_norm(q, L.q_norm, eps, n, q_dim, q);
+    kernels::rms_norm(k, L.k_norm, eps, n, kv_dim, k);
+  }
+
+  kernels::RopeConfig rope;
+  rope.layout = spec_.rope.type == model::RopeType::kNeox ? kernels::RopeLayout::kNeox
+                                                          : kernels::RopeLayout::kNormal;
+  rope.head_dim = head_dim;
+  rope.rot_dims = spec_.rope.n_dims != 0 ? spec_.rope.n_dims : head_dim;
+  rope.freq_base = static_cast<float>(spec_.rope.theta);
+  kernels::rope(q, n, spec_.n_heads, positions_, rope);
+  kernels::rope(k, n, spec_.n_kv_heads, positions_, rope);
+
+  // Append K/V to each sequence's cache (rows start_pos .. start_pos + n_s - 1).
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SequenceInput& seq = batch[s];
+    const size_t ns = seq.tokens.size();
+    const size_t end = seq.start_pos + ns;
+    std::span<float> kc = seq.cache->keys(layer, end);
+    std::span<float> vc = seq.cache->values(layer, end);
+    std::copy_n(k_.data() + token_offset_[s] * kv_dim, ns * kv_dim,
+                kc.data() + seq.start_pos * kv_dim);
+    std::copy_n(v_.data() + token_offset_[s] * kv_dim, ns * kv_dim,
+                vc.data() + seq.start_pos * kv_dim);
+  }
+
+  kernels::AttentionConfig cfg;
+  cfg.n_heads = spec_.n_heads;
+  cfg.n_kv_heads = spec_.n_kv_heads;
+  cfg.head_dim = head_dim;
+  cfg.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  std::vector<std::span<const float>> kcs(batch.size());
+  std::vector<std::span<const float>> vcs(batch.size());
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const size_t end = batch[s].start_pos + batch[s].tokens.size();
+    kcs[s] = batch[s].cache->keys(layer, end);
+    vcs[s] = batch[s].cache->values(layer, end);
+  }
+  const size_t n_items = batch.size() * spec_.n_heads;
+  auto run = [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) {
+      const size_t s = i / spec_.n_heads;
+      const size_t head = i % spec_.n_heads;
+      const SequenceInput& seq = batch[s];
+      const size_t ns = seq.tokens.size();
+      std::span<const float> qs(q_.data() + token_offset_[s] * q_dim, ns * q_dim);
+      std::span<float> out(attn_.data() + token_offset_[s] * q_dim, ns * q_dim);
+      kernels::attention_heads(qs, ns, seq.start_pos, kcs[s], vcs[s], cfg, out, head, head + 1);
+    }
+  };
+  // Attention reads every cached position once per head: small contexts run on one thread.
+  size_t work = 0;
+  for (const SequenceInput& seq : batch) {
+    work += seq.tokens.size() * (seq.start_pos + seq.tokens.size()) * q_dim;
+  }
+  if (pool->n_threads() == 1 || work < (size_t{1} << 16)) {
+    run(0, n_items);
+  } else {
+    pool->parallel_for(0, n_items, 1, run);
+  }
+
+  std::span<float> o(tmp_.data(), n * hidden);
+  experts::pooled_matmul(pool, L.o, std::span<const float>(attn_.data(), n * q_dim), n, o, mode_,
+                         scratch_);
+  std::span<float> x(x_.data(), n * hidden);
+  kernels::add(x, o, x);
+}
+
+}  // namespace tandem::runtime

@@ -1,0 +1,207 @@
+// ModelRunner: set-up, batch validation, the layer loop, the FFN/MoE block and the logits.
+#include "engine/runtime/model_runner.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/vector_ops.h"
+
+namespace tandem::runtime {
+
+ModelRunner::~ModelRunner() = default;
+
+Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec& spec,
+                                                         const model::ModelWeights& weights,
+                                                         const RunnerOptions& options) {
+  if (spec.rope.scaling != model::RopeScalingType::kNone) {
+    return unimplemented_error("RoPE scaling '" +
+                               std::string(model::rope_scaling_type_name(spec.rope.scaling)) +
+                               "' is not implemented yet");
+  }
+  std::unique_ptr<ModelRunner> r(new ModelRunner());
+  r->spec_ = spec;
+  TANDEM_ASSIGN_OR_RETURN(r->weights_, prepare_weights(spec, weights));
+  r->context_length_ = options.context_length != 0 ? options.context_length : spec.context_length;
+  if (r->context_length_ == 0) r->context_length_ = 4096;
+  r->mode_ = options.q8_0_activations ? kernels::MatmulActivations::kQ8_0
+                                      : kernels::MatmulActivations::kFloat;
+  r->pool_ = std::make_unique<ThreadPool>(options.threads);
+  TANDEM_ASSIGN_OR_RETURN(
+      r->cpu_worker_, experts::CpuExpertWorker::create(spec, weights, r->pool_.get(), r->mode_));
+  r->moe_ = std::make_unique<experts::MoeLayer>(
+      std::vector<experts::ExpertWorker*>{r->cpu_worker_.get()});
+  return r;
+}
+
+std::unique_ptr<KvCache> ModelRunner::new_kv_cache(size_t max_positions) const {
+  return std::make_unique<DenseKvCache>(spec_.n_layers, spec_.kv_dim(),
+                                        max_positions != 0 ? max_positions : context_length_);
+}
+
+Status ModelRunner::set_expert_workers(std::vector<experts::ExpertWorker*> workers,
+                                       experts::ExpertMap map) {
+  if (workers.empty() || workers.size() > 255) {
+    return invalid_argument_error("between 1 and 255 expert workers are needed");
+  }
+  for (auto* w : workers) {
+    if (w == nullptr) return invalid_argument_error("null expert worker");
+  }
+  if (map.n_layers() != 0 &&
+      (map.n_layers() != spec_.n_layers || map.n_experts() != spec_.n_experts)) {
+    return invalid_argument_error("expert map shape does not match the model");
+  }
+  moe_ = std::make_unique<experts::MoeLayer>(std::move(workers));
+  expert_map_ = std::move(map);
+  return Status();
+}
+
+Status ModelRunner::validate(std::span<const SequenceInput> batch) const {
+  if (batch.empty()) return invalid_argument_error("empty batch");
+  const size_t vocab = weights_.token_embedding.rows;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SequenceInput& seq = batch[s];
+    const std::string where = "sequence " + std::to_string(s) + ": ";
+    if (seq.cache == nullptr) return invalid_argument_error(where + "no KV cache");
+    if (seq.tokens.empty()) return invalid_argument_error(where + "no tokens");
+    if (seq.cache->n_layers() != spec_.n_layers || seq.cache->kv_dim() != spec_.kv_dim()) {
+      return invalid_argument_error(where + "KV cache shaped for another model");
+    }
+    if (seq.start_pos > seq.cache->length()) {
+      return invalid_argument_error(where + "start position " + std::to_string(seq.start_pos) +
+                                    " is past the cached length " +
+                                    std::to_string(seq.cache->length()));
+    }
+    if (seq.start_pos + seq.tokens.size() > seq.cache->max_positions()) {
+      return out_of_range_error(where + std::to_string(seq.start_pos + seq.tokens.size()) +
+                                " positions exceed the context limit " +
+                                std::to_string(seq.cache->max_positions()));
+    }
+    for (int32_t id : seq.tokens) {
+      if (id < 0 || static_cast<size_t>(id) >= vocab) {
+        return invalid_argument_error(where + "token id " + std::to_string(id) +
+                                      " is outside the vocabulary of " + std::to_string(vocab));
+      }
+    }
+    for (size_t o = 0; o < s; ++o) {
+      if (batch[o].cache == seq.cache) {
+        return invalid_argument_error(where + "KV cache used twice in one batch");
+      }
+    }
+  }
+  return Status();
+}
+
+Status ModelRunner::forward(std::span<const SequenceInput> batch, ForwardOutput& out,
+                            const ForwardOptions& options) {
+  TANDEM_RETURN_IF_ERROR(validate(batch));
+  for (const SequenceInput& seq : batch) {
+    TANDEM_RETURN_IF_ERROR(seq.cache->reserve(seq.start_pos + seq.tokens.size()));
+  }
+  size_t n = 0;
+  token_offset_.resize(batch.size());
+  positions_.clear();
+  for (size_t s = 0; s < batch.size(); ++s) {
+    token_offset_[s] = n;
+    for (size_t i = 0; i < batch[s].tokens.size(); ++i) {
+      positions_.push_back(static_cast<int32_t>(batch[s].start_pos + i));
+    }
+    n += batch[s].tokens.size();
+  }
+  n_tokens_ = n;
+  const size_t hidden = spec_.hidden_size;
+  x_.resize(n * hidden);
+  h_.resize(n * hidden);
+  tmp_.resize(n * hidden);
+  q_.resize(n * spec_.q_dim());
+  attn_.resize(n * spec_.q_dim());
+  k_.resize(n * spec_.kv_dim());
+  v_.resize(n * spec_.kv_dim());
+
+  for (size_t s = 0; s < batch.size(); ++s) {
+    for (size_t i = 0; i < batch[s].tokens.size(); ++i) {
+      std::span<float> row(x_.data() + (token_offset_[s] + i) * hidden, hidden);
+      TANDEM_RETURN_IF_ERROR(
+          kernels::get_row(weights_.token_embedding, static_cast<size_t>(batch[s].tokens[i]), row));
+    }
+  }
+  out.routing.clear();
+  if (options.record_routing) out.routing.resize(spec_.n_layers);
+  for (size_t l = 0; l < spec_.n_layers; ++l) {
+    attention_block(l, batch);
+    TANDEM_RETURN_IF_ERROR(ffn_block(l, out, options.record_routing));
+  }
+  for (const SequenceInput& seq : batch) seq.cache->set_length(seq.start_pos + seq.tokens.size());
+  compute_logits(batch, out);
+  return Status();
+}
+
+Status ModelRunner::ffn_block(size_t layer, ForwardOutput& out, bool record) {
+  const PreparedLayer& L = weights_.layers[layer];
+  const size_t n = n_tokens_;
+  const size_t hidden = spec_.hidden_size;
+  const float eps = static_cast<float>(spec_.rms_norm_eps);
+  ThreadPool* pool = pool_.get();
+  kernels::rms_norm(x_, L.ffn_norm, eps, n, hidden, h_);
+  std::span<const float> h(h_.data(), n * hidden);
+  std::span<float> ffn(tmp_.data(), n * hidden);
+  if (!L.moe) {
+    experts::swiglu_mlp(pool, L.ffn_gate, L.ffn_up, L.ffn_down, h, n, ffn, mode_, scratch_);
+  } else {
+    const size_t n_experts = spec_.n_experts;
+    router_.resize(n * n_experts);
+    experts::pooled_matmul(pool, L.router, h, n, router_, kernels::MatmulActivations::kFloat,
+                           scratch_);
+    experts::route(router_, n, n_experts, spec_.n_experts_used, spec_.norm_topk_prob, routing_);
+    if (record) out.routing[layer] = routing_;
+    TANDEM_RETURN_IF_ERROR(moe_->run(layer, n_experts, h, n, hidden, routing_, expert_map_, ffn));
+    if (L.has_shared) {
+      shared_out_.resize(n * hidden);
+      experts::swiglu_mlp(pool, L.shared_gate, L.shared_up, L.shared_down, h, n, shared_out_, mode_,
+                          scratch_);
+      if (L.has_shared_gate) {
+        gate_.resize(n);
+        experts::pooled_matmul(pool, L.shared_expert_gate, h, n, gate_,
+                               kernels::MatmulActivations::kFloat, scratch_);
+        kernels::sigmoid(gate_, gate_);
+        for (size_t t = 0; t < n; ++t) {
+          kernels::scale(std::span<float>(shared_out_.data() + t * hidden, hidden), gate_[t]);
+        }
+      }
+      kernels::add(ffn, shared_out_, ffn);
+    }
+  }
+  std::span<float> x(x_.data(), n * hidden);
+  kernels::add(x, ffn, x);
+  return Status();
+}
+
+void ModelRunner::compute_logits(std::span<const SequenceInput> batch, ForwardOutput& out) {
+  const size_t hidden = spec_.hidden_size;
+  const size_t vocab = n_vocab();
+  out.n_vocab = vocab;
+  out.first_row.resize(batch.size());
+  out.n_rows.resize(batch.size());
+  size_t rows = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const size_t ns = batch[s].tokens.size();
+    out.first_row[s] = rows;
+    out.n_rows[s] = batch[s].logits == LogitsWanted::kAll    ? ns
+                    : batch[s].logits == LogitsWanted::kLast ? 1
+                                                             : 0;
+    const size_t skip = ns - out.n_rows[s];
+    for (size_t i = 0; i < out.n_rows[s]; ++i) {
+      std::copy_n(x_.data() + (token_offset_[s] + skip + i) * hidden, hidden,
+                  h_.data() + (rows + i) * hidden);
+    }
+    rows += out.n_rows[s];
+  }
+  out.logits.resize(rows * vocab);
+  if (rows == 0) return;
+  std::span<float> hr(h_.data(), rows * hidden);
+  kernels::rms_norm(hr, weights_.output_norm, static_cast<float>(spec_.rms_norm_eps), rows, hidden,
+                    hr);
+  experts::pooled_matmul(pool_.get(), weights_.lm_head, hr, rows, out.logits, mode_, scratch_);
+}
+
+}  // namespace tandem::runtime

@@ -1,0 +1,117 @@
+// ModelRunner: the CPU forward pass of a MoE model (Qwen3-MoE, Qwen2-MoE, Mixtral, OLMoE) over a
+// batch of sequences, with per-sequence KV caches.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "config/config.h"
+#include "engine/base/result.h"
+#include "engine/base/thread_pool.h"
+#include "engine/experts/experts.h"
+#include "engine/model/model.h"
+#include "engine/runtime/batch.h"
+#include "engine/runtime/kv_cache.h"
+#include "engine/runtime/prepared_weights.h"
+
+namespace tandem::runtime {
+
+struct RunnerOptions {
+  // Threads of the runner's pool (0 = hardware concurrency): config runtime.threads.
+  int threads = 0;
+  // Q8_0 weights meet Q8_0-quantized activations (MatmulActivations::kQ8_0), as llama.cpp's CPU
+  // backend computes, for q/k/v/o, experts, shared experts, dense FFNs and the lm head. false:
+  // float activations everywhere. Routers and shared-expert gates are always float (files keep
+  // them F32), and so are weights of every other type.
+  bool q8_0_activations = true;
+  // Context limit of new KV caches; 0 = the model's context_length.
+  size_t context_length = 0;
+};
+
+// runtime.threads and model.context_length of the configuration.
+inline RunnerOptions runner_options(const config::Config& config) {
+  RunnerOptions options;
+  options.threads = config.runtime.threads;
+  options.context_length = static_cast<size_t>(std::max(0, config.model.context_length));
+  return options;
+}
+
+// The forward pass, per layer, over all tokens of the batch at once except attention:
+//   x = embed(tokens)
+//   h = rmsnorm(x) * attn_norm; q,k,v = h W^T (+ bias); Q/K RMSNorm per head or over the whole
+//   projection (before RoPE); RoPE at each token's position; K/V appended to the sequence's
+//   cache; causal GQA attention per sequence (threads split the (sequence, head) pairs);
+//   x += attn W_o^T
+//   h = rmsnorm(x) * ffn_norm; MoE: router (float) -> softmax -> top-k (-> renormalise) ->
+//   MoeLayer (experts grouped per expert, one matmul each) [+ sigmoid(h w_g) * shared expert];
+//   dense layers: SwiGLU FFN; x += ffn
+//   logits = (rmsnorm(x) * output_norm) W_lm^T for the requested positions.
+// Every kernel computes each output element on one thread with the same arithmetic whatever the
+// thread count or batch composition, so results are bit-identical across thread counts, and a
+// sequence's logits do not depend on the other sequences of its batch.
+//
+// Threads: the runner owns its ThreadPool. forward() is called from one thread at a time (the
+// scheduler's loop). The spec is copied; the weights (and the checkpoint that maps them) must
+// outlive the runner.
+class ModelRunner {
+ public:
+  // UNIMPLEMENTED for RoPE scaling other than none, INVALID_ARGUMENT / UNIMPLEMENTED for weights
+  // the kernels cannot use.
+  static Result<std::unique_ptr<ModelRunner>> create(const model::ModelSpec& spec,
+                                                     const model::ModelWeights& weights,
+                                                     const RunnerOptions& options);
+  ~ModelRunner();
+
+  const model::ModelSpec& spec() const { return spec_; }
+  size_t n_vocab() const { return weights_.lm_head.rows; }
+  size_t context_length() const { return context_length_; }
+  ThreadPool& pool() { return *pool_; }
+
+  // A new empty DenseKvCache sized for this model (max_positions 0 = context_length()).
+  std::unique_ptr<KvCache> new_kv_cache(size_t max_positions = 0) const;
+
+  // Runs the batch. Errors (nothing is computed, caches untouched): INVALID_ARGUMENT for an empty
+  // batch, an empty token list, a null / foreign-shaped / repeated cache, a start_pos beyond the
+  // cache's length, or a token id outside the vocabulary; OUT_OF_RANGE when a sequence would
+  // pass its cache's max_positions; RESOURCE_EXHAUSTED when the cache cannot grow. On success
+  // each cache's length is start_pos + n_tokens. An error from an expert worker in the middle of
+  // the pass leaves the lengths unchanged but the rows from start_pos on undefined: the caller
+  // fails those sequences (or rewinds them to start_pos).
+  Status forward(std::span<const SequenceInput> batch, ForwardOutput& out,
+                 const ForwardOptions& options = {});
+
+  // Routes experts to other workers: `workers` (non-owning, must outlive the runner; 1..255) and
+  // the map of which worker owns which (layer, expert). An empty map means all on workers[0].
+  // By default the runner uses its own CPU worker for everything.
+  Status set_expert_workers(std::vector<experts::ExpertWorker*> workers, experts::ExpertMap map);
+  experts::ExpertWorker& cpu_worker() { return *cpu_worker_; }
+
+ private:
+  ModelRunner() = default;
+  Status validate(std::span<const SequenceInput> batch) const;
+  void attention_block(size_t layer, std::span<const SequenceInput> batch);
+  Status ffn_block(size_t layer, ForwardOutput& out, bool record);
+  void compute_logits(std::span<const SequenceInput> batch, ForwardOutput& out);
+
+  model::ModelSpec spec_;
+  PreparedWeights weights_;
+  size_t context_length_ = 0;
+  kernels::MatmulActivations mode_ = kernels::MatmulActivations::kQ8_0;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<experts::CpuExpertWorker> cpu_worker_;
+  std::unique_ptr<experts::MoeLayer> moe_;
+  experts::ExpertMap expert_map_;
+  experts::MatmulScratch scratch_;
+
+  // Per-forward buffers, reused.
+  size_t n_tokens_ = 0;
+  std::vector<int32_t> positions_;
+  std::vector<size_t> token_offset_;  // per sequence
+  std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_, router_, moe_out_, shared_out_, gate_;
+  experts::Routing routing_;
+};
+
+}  // namespace tandem::runtime

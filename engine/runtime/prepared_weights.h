@@ -1,0 +1,42 @@
+// PreparedWeights (internal to runtime/): the dense weights of a model as kernel views, with the
+// small vectors (norms, biases) converted to float once.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "engine/base/result.h"
+#include "engine/model/model.h"
+#include "kernels/cpu/weight_matrix.h"
+
+namespace tandem::runtime {
+
+struct PreparedLayer {
+  std::vector<float> attn_norm;
+  kernels::WeightMatrix q, k, v, o;
+  std::vector<float> q_bias, k_bias, v_bias;  // empty when absent
+  std::vector<float> q_norm, k_norm;          // empty when absent
+  std::vector<float> ffn_norm;
+  bool moe = false;
+  kernels::WeightMatrix router;  // [n_experts x hidden]
+  bool has_shared = false;
+  kernels::WeightMatrix shared_gate, shared_up, shared_down;
+  bool has_shared_gate = false;
+  kernels::WeightMatrix shared_expert_gate;          // [1 x hidden]
+  kernels::WeightMatrix ffn_gate, ffn_up, ffn_down;  // dense layers
+};
+
+// Views into the checkpoint (matrices) plus float copies of vectors. The ModelWeights and its
+// checkpoint must outlive it. Immutable after prepare(); any thread may read it.
+struct PreparedWeights {
+  kernels::WeightMatrix token_embedding;
+  std::vector<float> output_norm;
+  kernels::WeightMatrix lm_head;
+  std::vector<PreparedLayer> layers;
+};
+
+// INVALID_ARGUMENT / UNIMPLEMENTED naming the tensor when a type or size is not usable.
+Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
+                                        const model::ModelWeights& weights);
+
+}  // namespace tandem::runtime

@@ -1,0 +1,62 @@
+// Request: one generation request as the engine sees it, and the token events its handle receives.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/base/status.h"
+#include "engine/runtime/sampling_params.h"
+
+namespace tandem::runtime {
+
+using TokenId = int32_t;
+using Clock = std::chrono::steady_clock;
+
+// Why a request ended. Exactly one final event per accepted request carries one of these.
+enum class FinishReason {
+  kStop,      // a stop condition (EOS, stop string, stop token) matched
+  kLength,    // max_tokens generated
+  kAbort,     // cancelled by the caller (RequestHandle::cancel or the handle dropped)
+  kDeadline,  // the request's deadline passed (queued or running)
+  kError,     // the engine failed this request; TokenEvent::error says why
+};
+
+// "stop", "length", "abort", "deadline", "error".
+std::string_view finish_reason_name(FinishReason reason);
+
+// Token counts reported with the final event.
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens whose KV was reused instead of computed
+
+  friend bool operator==(const Usage&, const Usage&) = default;
+};
+
+// One event on a request's stream: new tokens (is_final false), or the single final event
+// (is_final true; token_ids may still carry the last tokens). Value type.
+struct TokenEvent {
+  std::vector<TokenId> token_ids;
+  std::string text;  // detokenized text of token_ids when the engine produces it; may be empty
+  bool is_final = false;
+  FinishReason finish_reason = FinishReason::kStop;  // meaningful only when is_final
+  Usage usage;                                       // meaningful only when is_final
+  Status error;  // non-OK only for FinishReason::kError (and kDeadline: DEADLINE_EXCEEDED)
+};
+
+// A request as submitted to the engine. Value type; the scheduler thread owns its copy after
+// submission.
+struct Request {
+  std::string id;  // unique among in-flight requests (duplicate → ALREADY_EXISTS)
+  std::vector<TokenId> prompt_token_ids;
+  SamplingParams sampling;
+  int64_t n = 1;  // samples of the prompt; only 1 is accepted for now (see check_request_fits)
+  std::optional<Clock::time_point> deadline;  // none: no deadline
+  Clock::time_point arrival_time{};           // set by RequestQueue::submit
+};
+
+}  // namespace tandem::runtime
