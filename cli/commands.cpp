@@ -17,6 +17,7 @@ constexpr std::array kCommands = {
     Command{"generate", "generate text from a prompt (greedy decoding)", run_generate},
     Command{"bench", "measure prefill and decode tokens per second", run_bench},
     Command{"plan", "plan which experts go on the GPU from activation statistics", run_plan},
+    Command{"profile", "record which experts the router chooses on a prompts file", run_profile},
 };
 }  // namespace
 

@@ -16,5 +16,6 @@ int run_logits(std::span<char*> args);
 int run_generate(std::span<char*> args);
 int run_bench(std::span<char*> args);
 int run_plan(std::span<char*> args);
+int run_profile(std::span<char*> args);
 
 }  // namespace tandem::cli

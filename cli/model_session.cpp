@@ -3,6 +3,8 @@
 
 #include <cctype>
 #include <charconv>
+#include <filesystem>
+#include <system_error>
 
 namespace tandem::cli {
 
@@ -15,6 +17,17 @@ Result<std::unique_ptr<ModelSession>> open_session(const std::string& path, int 
                           runtime::ModelRunner::create(*session->checkpoint.spec,
                                                        *session->checkpoint.weights, options));
   return session;
+}
+
+Result<tokenizer::Tokenizer> load_tokenizer(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    if (!std::filesystem::is_regular_file(std::filesystem::path(path) / "tokenizer.json", ec)) {
+      return not_found_error(path + " has no tokenizer.json");
+    }
+    return tokenizer::Tokenizer::load_hf(path);
+  }
+  return tokenizer::Tokenizer::load_gguf(path);
 }
 
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text) {

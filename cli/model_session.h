@@ -1,5 +1,5 @@
-// Shared set-up for the `tandem` subcommands that run a model (logits, generate, bench): open the
-// checkpoint, build a ModelRunner, parse --prompt-ids lists.
+// Shared set-up for the `tandem` subcommands that run a model (logits, generate, bench, tokenize):
+// open the checkpoint, build a ModelRunner, load a tokenizer, parse --prompt-ids lists.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include "engine/base/result.h"
 #include "engine/model/model.h"
 #include "engine/runtime/runtime.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace tandem::cli {
 
@@ -22,6 +23,11 @@ struct ModelSession {
 
 // Opens `path` (GGUF file or HF directory) with `threads` forward threads (0 = all cores).
 Result<std::unique_ptr<ModelSession>> open_session(const std::string& path, int threads);
+
+// The tokenizer of `path`: a GGUF file's tokenizer.ggml.* metadata, or a Hugging Face directory's
+// tokenizer.json (+ tokenizer_config.json). NOT_FOUND when `path` is a directory without
+// tokenizer.json; the loader's error otherwise.
+Result<tokenizer::Tokenizer> load_tokenizer(const std::string& path);
 
 // "1 2 3" or "1,2,3" -> ids. INVALID_ARGUMENT for anything that is not a list of non-negative
 // integers, or an empty list.

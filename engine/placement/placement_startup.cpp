@@ -1,0 +1,64 @@
+// Placement at startup: statistics file -> planner -> report, with the missing-file fallback.
+#include "engine/placement/placement_startup.h"
+
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/placement/model_identity.h"
+#include "engine/placement/stats_file.h"
+
+namespace tandem::placement {
+
+Result<StartupPlacement> plan_startup_placement(const config::PlacementConfig& config,
+                                                const model::Checkpoint& checkpoint,
+                                                uint64_t kv_cache_bytes, uint64_t scratch_bytes) {
+  TANDEM_ASSIGN_OR_RETURN(ModelIdentity identity, model_identity(checkpoint));
+  TANDEM_ASSIGN_OR_RETURN(ExpertSizes sizes, expert_sizes(checkpoint));
+
+  StartupPlacement result;
+  std::optional<ExpertTable> table;
+  if (!config.stats_path.empty()) {
+    std::error_code ec;
+    const bool exists = std::filesystem::exists(config.stats_path, ec);
+    if (!exists && !ec) {
+      const std::string warning =
+          "statistics file " + config.stats_path +
+          " not found; planning without statistics (run `tandem profile` to make one)";
+      spdlog::warn("{}", warning);
+      result.warnings.push_back(warning);
+    } else {
+      TANDEM_ASSIGN_OR_RETURN(StatsInput input, read_stats_input(config.stats_path));
+      Result<ExpertTable> fitted = conform_to_model(input, identity);
+      if (!fitted.ok()) {
+        return Status(fitted.status().code(), config.stats_path + ": " + fitted.status().message());
+      }
+      table = std::move(fitted).value();
+      result.stats = std::move(input.stats);
+      result.stats_loaded = true;
+    }
+  }
+
+  PlanRequest request;
+  request.policy = config.policy;
+  request.num_gpu_experts = config.num_gpu_experts;
+  if (config.policy == config::PlacementPolicy::kBudget) {
+    if (config.gpu_memory_budget == 0) {
+      return invalid_argument_error(
+          "placement.policy budget needs placement.gpu_memory_budget (GPU bytes in all)");
+    }
+    request.gpu_memory_budget = config.gpu_memory_budget;
+    request.gpu_reserved_bytes = gpu_reserved_bytes(checkpoint, kv_cache_bytes, scratch_bytes);
+  }
+  const ExpertTable* stats = table ? &*table : nullptr;
+  TANDEM_ASSIGN_OR_RETURN(result.placement, plan_placement(request, identity.moe_layer_ids(),
+                                                           identity.n_experts, stats, &sizes));
+  result.report = make_report(result.placement, stats, &sizes);
+  for (const std::string& w : result.placement.warnings) result.warnings.push_back(w);
+  result.report.warnings = result.warnings;
+  return result;
+}
+
+}  // namespace tandem::placement

@@ -1,0 +1,48 @@
+// Placement at startup: load the configured statistics, plan, and report (for the daemon).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "engine/base/result.h"
+#include "engine/model/checkpoint.h"
+#include "engine/placement/activation_stats.h"
+#include "engine/placement/expert_sizes.h"
+#include "engine/placement/placement_report.h"
+#include "engine/placement/planner.h"
+
+namespace tandem::placement {
+
+// What the daemon needs to place experts when it starts. A plain value; any thread may read it.
+struct StartupPlacement {
+  Placement placement;
+  PlacementReport report;
+  // The statistics the plan used: a Tandem file's contents (so that the daemon can keep
+  // counting on top of them), empty for a plain table or without statistics.
+  std::optional<ActivationStats> stats;
+  bool stats_loaded = false;          // a statistics input (file or table) was used
+  std::vector<std::string> warnings;  // the planner's, plus e.g. "statistics file X not found"
+};
+
+// Plans the placement for `checkpoint` (a runnable model: spec and weights bound) from the
+// configuration's placement section:
+// - stats_path empty: no statistics (frequency becomes uniform, with the planner's warning).
+// - stats_path names a missing file: the same, plus a warning naming the file (first start,
+//   before any profiling).
+// - stats_path names a file: read it (a Tandem statistics file or a plain table, as `tandem
+//   plan` reads them) and fit it to the model; a malformed file or statistics for another model
+//   is an error (INVALID_ARGUMENT / FAILED_PRECONDITION, message prefixed with the path): the
+//   daemon refuses to start rather than plan from the wrong numbers.
+// - budget: gpu_memory_budget minus gpu_reserved_bytes(checkpoint, kv_cache_bytes,
+//   scratch_bytes) goes to experts; INVALID_ARGUMENT when gpu_memory_budget is 0.
+// FAILED_PRECONDITION when the checkpoint is not runnable. Blocking file I/O; call from the
+// thread that starts the daemon. Warnings are also logged (spdlog::warn).
+Result<StartupPlacement> plan_startup_placement(const config::PlacementConfig& config,
+                                                const model::Checkpoint& checkpoint,
+                                                uint64_t kv_cache_bytes,
+                                                uint64_t scratch_bytes = kDefaultGpuScratchBytes);
+
+}  // namespace tandem::placement

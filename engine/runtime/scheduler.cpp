@@ -1,0 +1,333 @@
+// Scheduler: the engine loop thread — drain, plan_step, one batched forward, sample, stop, stream.
+#include "engine/runtime/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "engine/base/check.h"
+#include "engine/runtime/batch.h"
+#include "engine/runtime/kv_cache.h"
+#include "engine/runtime/sampler.h"
+#include "engine/runtime/scheduler_policy.h"
+#include "engine/runtime/stop_conditions.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace tandem::runtime {
+
+namespace {
+constexpr auto kIdleWait = std::chrono::milliseconds(50);
+}  // namespace
+
+// One accepted request's state, owned by the loop.
+struct Scheduler::Sequence {
+  SeqId id = 0;
+  std::shared_ptr<RequestChannel> channel;
+  std::vector<TokenId> tokens;  // prompt + generated
+  int64_t prompt_tokens = 0;
+  int64_t max_total_tokens = 0;
+  int64_t computed = 0;  // tokens whose KV is in `cache`
+  std::optional<Clock::time_point> deadline;
+  std::unique_ptr<KvCache> cache;  // only while running
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StopConditions> stop;
+  std::unique_ptr<tokenizer::StreamingDetokenizer> detok;
+
+  int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_tokens; }
+  Usage usage() const { return Usage{prompt_tokens, generated(), 0}; }
+};
+
+// The loop's state; touched only by the scheduler thread.
+class Scheduler::Loop {
+ public:
+  explicit Loop(Scheduler& s) : s_(s) {}
+
+  void run() {
+    while (true) {
+      const bool stopping = s_.stop_requested_.load(std::memory_order_acquire);
+      take_new(s_.queue_->drain());
+      if (stopping && static_cast<StopMode>(s_.stop_mode_.load()) == StopMode::kAbort) {
+        abort_all();
+        return;
+      }
+      if (running_.empty() && waiting_.empty()) {
+        if (stopping) return;
+        s_.queue_->wait_for_work(kIdleWait);
+        continue;
+      }
+      step();
+    }
+  }
+
+  // Ends every sequence with kAbort (stop(kAbort), or never started).
+  void abort_all() {
+    for (SeqId id : running_) s_.allocator_.free_sequence(id);
+    for (auto& [id, seq] : seqs_) {
+      s_.queue_->finish(*seq.channel, FinishReason::kAbort, seq.usage());
+    }
+    seqs_.clear();
+    running_.clear();
+    waiting_.clear();
+  }
+
+  void take_new(std::vector<AcceptedRequest> accepted) {
+    for (AcceptedRequest& a : accepted) {
+      const Request& r = a.request;
+      Sequence seq;
+      seq.id = next_id_++;
+      seq.channel = std::move(a.channel);
+      seq.tokens = r.prompt_token_ids;
+      seq.prompt_tokens = static_cast<int64_t>(r.prompt_token_ids.size());
+      seq.max_total_tokens =
+          seq.prompt_tokens +
+          resolve_max_tokens(r.sampling.max_tokens, seq.prompt_tokens, s_.options_.limits);
+      seq.deadline = r.deadline;
+      const auto& eos = s_.options_.eos_token_ids;
+      seq.sampler = std::make_unique<Sampler>(
+          r.sampling, static_cast<int32_t>(s_.runner_->n_vocab()), r.prompt_token_ids, eos);
+      seq.stop = std::make_unique<StopConditions>(r.sampling, eos, seq.prompt_tokens,
+                                                  s_.options_.limits.context_length);
+      if (s_.options_.tokenizer != nullptr) {
+        seq.detok = std::make_unique<tokenizer::StreamingDetokenizer>(*s_.options_.tokenizer);
+      }
+      waiting_.push_back(seq.id);
+      seqs_.emplace(seq.id, std::move(seq));
+    }
+  }
+
+  void step() {
+    running_view_.clear();
+    for (SeqId id : running_) {
+      const Sequence& q = seqs_.at(id);
+      running_view_.push_back({id, static_cast<int64_t>(q.tokens.size()), q.computed,
+                               static_cast<int64_t>(s_.allocator_.block_table(id).size()),
+                               q.channel->cancelled(), q.deadline});
+    }
+    waiting_view_.clear();
+    for (SeqId id : waiting_) {
+      const Sequence& q = seqs_.at(id);
+      waiting_view_.push_back({id, static_cast<int64_t>(q.tokens.size()), q.max_total_tokens,
+                               q.channel->cancelled(), q.deadline});
+    }
+    const SchedulerInput input{&running_view_, &waiting_view_, s_.allocator_.free_blocks(),
+                               Clock::now()};
+    const StepPlan plan = plan_step(input, s_.options_.limits, s_.budget_);
+
+    for (const DroppedSeq& d : plan.dropped) {
+      Status error;
+      if (d.reason == FinishReason::kDeadline) {
+        error = deadline_exceeded_error("request deadline passed");
+      } else if (d.reason == FinishReason::kError) {
+        error = internal_error("request can never fit the KV budget");
+      }
+      // Release the text the stop conditions held back (a possible stop-string start).
+      Sequence& q = seqs_.at(d.id);
+      StopDecision last = q.stop->abort();
+      if (!last.text.empty()) s_.queue_->push_tokens(*q.channel, {}, std::move(last.text));
+      end(d.id, d.reason, std::move(error));
+    }
+    for (auto it = plan.preempted.rbegin(); it != plan.preempted.rend(); ++it) {
+      Sequence& q = seqs_.at(*it);
+      s_.allocator_.free_sequence(q.id);
+      q.cache.reset();  // recomputed from scratch on readmission
+      q.computed = 0;
+      s_.preemptions_.fetch_add(1, std::memory_order_relaxed);
+      std::erase(running_, q.id);
+      waiting_.push_front(q.id);
+    }
+    for (SeqId id : plan.admitted) {
+      TANDEM_CHECK(!waiting_.empty() && waiting_.front() == id);
+      waiting_.pop_front();
+      running_.push_back(id);
+      Sequence& q = seqs_.at(id);
+      q.cache = s_.runner_->new_kv_cache(static_cast<size_t>(q.max_total_tokens));
+      q.computed = 0;
+    }
+    if (plan.work.empty()) {
+      // Nothing could run (e.g. every running sequence was dropped); avoid spinning when idle.
+      if (running_.empty() && !waiting_.empty() && plan.dropped.empty()) {
+        s_.queue_->wait_for_work(kIdleWait);
+      }
+      return;
+    }
+    run_work(plan.work);
+  }
+
+  void run_work(const std::vector<ScheduledWork>& work) {
+    inputs_.clear();
+    for (const ScheduledWork& w : work) {
+      Sequence& q = seqs_.at(w.id);
+      const Status grown = s_.allocator_.grow(q.id, w.kv_tokens);
+      TANDEM_CHECK(grown.ok());  // plan_step reserved the blocks
+      TANDEM_CHECK(w.start == q.computed);
+      SequenceInput in;
+      in.cache = q.cache.get();
+      in.tokens = std::span<const int32_t>(q.tokens).subspan(static_cast<size_t>(w.start),
+                                                             static_cast<size_t>(w.num_tokens));
+      in.start_pos = static_cast<size_t>(w.start);
+      in.logits = w.samples ? LogitsWanted::kLast : LogitsWanted::kNone;
+      inputs_.push_back(in);
+    }
+    const Status status = s_.runner_->forward(inputs_, out_);
+    s_.steps_.fetch_add(1, std::memory_order_relaxed);
+    if (!status.ok()) {
+      // The batch's caches are undefined from the chunk on: fail its sequences.
+      for (const ScheduledWork& w : work) end(w.id, FinishReason::kError, status);
+      return;
+    }
+    for (size_t i = 0; i < work.size(); ++i) {
+      const ScheduledWork& w = work[i];
+      Sequence& q = seqs_.at(w.id);
+      q.computed += w.num_tokens;
+      if (!w.samples) continue;
+      Result<int32_t> token = q.sampler->sample(out_.row(i, 0));
+      if (!token.ok()) {
+        end(q.id, FinishReason::kError, token.status());
+        continue;
+      }
+      emit(q, token.value());
+    }
+  }
+
+  // Records a sampled token, feeds the stop conditions and streams it (or ends the sequence).
+  void emit(Sequence& q, int32_t token) {
+    q.tokens.push_back(token);
+    std::string piece;
+    if (q.detok) {
+      Result<std::string> text = q.detok->feed(token);
+      if (text.ok()) piece = std::move(text).value();
+    }
+    StopDecision decision = q.stop->feed(token, piece);
+    if (!decision.finished) {
+      s_.queue_->push_tokens(*q.channel, {token}, std::move(decision.text));
+      return;
+    }
+    if (decision.reason == FinishReason::kLength && q.detok) {
+      decision.text += q.detok->flush();  // an unfinished UTF-8 character becomes U+FFFD
+    }
+    if (!decision.text.empty()) s_.queue_->push_tokens(*q.channel, {}, std::move(decision.text));
+    end(q.id, decision.reason, Status(), {token});
+  }
+
+  // Pushes the final event, frees the KV blocks and forgets the sequence.
+  void end(SeqId id, FinishReason reason, Status error, std::vector<TokenId> last = {}) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) return;
+    Sequence& q = it->second;
+    s_.allocator_.free_sequence(id);
+    s_.queue_->finish(*q.channel, reason, q.usage(), std::move(error), std::move(last));
+    std::erase(running_, id);
+    std::erase(waiting_, id);
+    seqs_.erase(it);
+  }
+
+ private:
+  Scheduler& s_;
+  SeqId next_id_ = 1;
+  std::unordered_map<SeqId, Sequence> seqs_;
+  std::vector<SeqId> running_;  // admission order
+  std::deque<SeqId> waiting_;   // queue order
+  std::vector<RunningSeq> running_view_;
+  std::vector<WaitingSeq> waiting_view_;
+  std::vector<SequenceInput> inputs_;
+  ForwardOutput out_;
+};
+
+Scheduler::Scheduler(std::unique_ptr<ModelRunner> runner, SchedulerOptions options,
+                     KvBlockAllocator allocator)
+    : runner_(std::move(runner)), options_(std::move(options)), allocator_(std::move(allocator)) {
+  budget_ = KvBudget{allocator_.total_blocks(), allocator_.block_tokens()};
+  queue_ = std::make_unique<RequestQueue>(options_.queue_capacity,
+                                          [this](const Request& r) { return validate(r); });
+  loop_ = std::make_unique<Loop>(*this);
+}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner> runner,
+                                                     SchedulerOptions options) {
+  if (runner == nullptr) return invalid_argument_error("scheduler needs a model runner");
+  if (options.queue_capacity < 1) return invalid_argument_error("queue_capacity must be >= 1");
+  if (options.limits.context_length > static_cast<int64_t>(runner->context_length())) {
+    return invalid_argument_error(
+        "context_length " + std::to_string(options.limits.context_length) +
+        " exceeds the model's " + std::to_string(runner->context_length()));
+  }
+  if (options.kv_block_tokens < 1) return invalid_argument_error("kv_block_tokens must be >= 1");
+  const auto probe = runner->new_kv_cache(1);
+  TANDEM_ASSIGN_OR_RETURN(const int64_t per_token,
+                          kv_bytes_per_token(static_cast<int64_t>(probe->n_layers()), 1,
+                                             static_cast<int64_t>(probe->kv_dim()), sizeof(float)));
+  KvBlockConfig kv;
+  kv.block_tokens = options.kv_block_tokens;
+  kv.bytes_per_token = per_token;
+  if (options.kv_blocks > 0) {
+    kv.budget_bytes = options.kv_blocks * options.kv_block_tokens * per_token;
+  } else if (options.kv_budget_bytes > 0) {
+    kv.budget_bytes = options.kv_budget_bytes;
+  } else {
+    kv.budget_bytes = std::max<int64_t>(options.limits.max_running, 1) *
+                      kv_blocks_for_tokens(options.limits.context_length, kv.block_tokens) *
+                      kv.block_tokens * per_token;
+  }
+  TANDEM_ASSIGN_OR_RETURN(KvBlockAllocator allocator, KvBlockAllocator::create(kv));
+  TANDEM_RETURN_IF_ERROR(validate_scheduler_limits(
+      options.limits, KvBudget{allocator.total_blocks(), allocator.block_tokens()}));
+  if (options.eos_token_ids.empty() && runner->spec().eos_token_id.has_value()) {
+    options.eos_token_ids.push_back(static_cast<int32_t>(*runner->spec().eos_token_id));
+  }
+  return std::unique_ptr<Scheduler>(
+      new Scheduler(std::move(runner), std::move(options), std::move(allocator)));
+}
+
+Scheduler::~Scheduler() {
+  stop(StopMode::kAbort);
+}
+
+Status Scheduler::start() {
+  if (started_) return failed_precondition_error("scheduler already started");
+  started_ = true;
+  thread_ = std::thread([this] { loop_->run(); });
+  return Status();
+}
+
+void Scheduler::stop(StopMode mode) {
+  if (stop_requested_.load(std::memory_order_acquire) && !thread_.joinable()) return;
+  stop_mode_.store(static_cast<int>(mode));
+  queue_->close();
+  // After close(): the loop's next drain sees every accepted request.
+  stop_requested_.store(true, std::memory_order_release);
+  if (thread_.joinable()) {
+    thread_.join();
+  } else {
+    // Never started: end whatever was accepted.
+    loop_->take_new(queue_->drain());
+    loop_->abort_all();
+  }
+}
+
+Result<RequestHandle> Scheduler::submit(Request request) {
+  return queue_->submit(std::move(request));
+}
+
+Status Scheduler::validate(const Request& request) const {
+  const int64_t n_vocab = static_cast<int64_t>(runner_->n_vocab());
+  for (const TokenId id : request.prompt_token_ids) {
+    if (id < 0 || id >= n_vocab) {
+      return invalid_argument_error("prompt token id " + std::to_string(id) +
+                                    " outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+    }
+  }
+  SamplingLimits limits;
+  limits.n_vocab = n_vocab;
+  limits.max_tokens_cap = options_.limits.context_length;
+  TANDEM_RETURN_IF_ERROR(request.sampling.validate(limits));
+  if (!request.sampling.stop.empty() && options_.tokenizer == nullptr) {
+    return invalid_argument_error("stop strings need a tokenizer; this engine has none");
+  }
+  return check_request(request, options_.limits, budget_);
+}
+
+}  // namespace tandem::runtime

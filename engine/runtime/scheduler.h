@@ -1,0 +1,118 @@
+// Scheduler: the engine loop — one thread that drains the request queue, plans each
+// continuous-batching step (plan_step), runs one forward pass over the whole batch, samples, checks
+// stop conditions and streams token events.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "engine/base/result.h"
+#include "engine/base/status.h"
+#include "engine/runtime/kv_block_allocator.h"
+#include "engine/runtime/model_runner.h"
+#include "engine/runtime/request_queue.h"
+#include "engine/runtime/scheduler_types.h"
+
+namespace tandem::tokenizer {
+class Tokenizer;
+}  // namespace tandem::tokenizer
+
+namespace tandem::runtime {
+
+struct SchedulerOptions {
+  SchedulerLimits limits;
+  // KV budget. kv_blocks > 0 sets the block count directly; otherwise kv_budget_bytes (0: enough
+  // for max_running sequences of context_length tokens).
+  int64_t kv_blocks = 0;
+  int64_t kv_budget_bytes = 0;
+  int64_t kv_block_tokens = 16;
+  // Requests in flight (accepted, final event not yet pushed); submit beyond it fails
+  // RESOURCE_EXHAUSTED.
+  size_t queue_capacity = 256;
+  // Tokens that end a sequence (unless ignore_eos); empty: the model's EOS id if it has one.
+  std::vector<int32_t> eos_token_ids;
+  // Optional, non-owning, must outlive the scheduler. With it, token events carry detokenized
+  // text and stop strings work; without it, text is empty and requests with stop strings are
+  // rejected at submission.
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+};
+
+enum class StopMode {
+  kDrain,  // finish every accepted request normally, then stop
+  kAbort,  // end every accepted request with a final kAbort event at once
+};
+
+// KV memory: each running sequence owns a DenseKvCache (created at admission with max_positions =
+// prompt + max_tokens, grown by doubling as positions are written, released when the sequence
+// finishes or is preempted); the KvBlockAllocator is the budget and decides admission and
+// preemption. Block-backed storage (a shared pool addressed through the allocator's block
+// tables) is not done: the KvCache interface hands attention contiguous per-layer K/V spans, so
+// paged storage needs attention to read through a block table first.
+//
+// Threads: submit and the counters from any thread; create/start/stop/running and the
+// destructor from the thread that owns the Scheduler (never the scheduler thread). The ModelRunner,
+// the allocator and every sequence's state are touched only by the scheduler thread; callers talk
+// to it through the RequestQueue only. Every request that submit() accepts gets exactly one final
+// event, including across stop().
+class Scheduler {
+ public:
+  // Takes the runner (whose weights must outlive the scheduler). INVALID_ARGUMENT for limits that
+  // validate_scheduler_limits rejects, a context_length beyond the runner's, or a KV budget that
+  // holds no block.
+  static Result<std::unique_ptr<Scheduler>> create(std::unique_ptr<ModelRunner> runner,
+                                                   SchedulerOptions options);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+  // stop(StopMode::kAbort) if still running.
+  ~Scheduler();
+
+  // Starts the loop thread. FAILED_PRECONDITION if already started (a scheduler runs once).
+  Status start();
+  // Closes submission (later submits fail UNAVAILABLE), then drains or aborts, and joins the
+  // thread. Idempotent; a no-op when never started (requests accepted before start are then
+  // ended with kAbort).
+  void stop(StopMode mode = StopMode::kDrain);
+  bool running() const { return thread_.joinable(); }
+
+  // Any thread. Validates (sampling params against the vocabulary, token ids, check_request
+  // against the limits and the KV budget, stop strings need a tokenizer) and enqueues; errors as
+  // RequestQueue::submit. Accepted before start() is fine: the loop picks it up when it runs.
+  Result<RequestHandle> submit(Request request);
+
+  // Block counts of the KV budget. Read them only while the loop is not running (before start or
+  // after stop).
+  int64_t kv_total_blocks() const { return allocator_.total_blocks(); }
+  int64_t kv_free_blocks() const { return allocator_.free_blocks(); }
+  Status kv_check_invariants() const { return allocator_.check_invariants(); }
+  // Forward passes run so far (steps with work). Any thread.
+  int64_t steps() const { return steps_.load(std::memory_order_relaxed); }
+  // Sequences preempted (KV freed, to be recomputed) so far. Any thread.
+  int64_t preemptions() const { return preemptions_.load(std::memory_order_relaxed); }
+  const SchedulerLimits& limits() const { return options_.limits; }
+
+ private:
+  struct Sequence;
+  class Loop;
+
+  Scheduler(std::unique_ptr<ModelRunner> runner, SchedulerOptions options,
+            KvBlockAllocator allocator);
+  Status validate(const Request& request) const;
+
+  std::unique_ptr<ModelRunner> runner_;
+  SchedulerOptions options_;
+  KvBudget budget_;
+  KvBlockAllocator allocator_;
+  std::unique_ptr<RequestQueue> queue_;
+  std::unique_ptr<Loop> loop_;
+  std::thread thread_;
+  bool started_ = false;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<int> stop_mode_{0};
+  std::atomic<int64_t> steps_{0};
+  std::atomic<int64_t> preemptions_{0};
+};
+
+}  // namespace tandem::runtime

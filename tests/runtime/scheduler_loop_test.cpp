@@ -1,0 +1,422 @@
+// Tests of the engine loop (Scheduler) on the tiny F32 model: batch invariance, chunked prefill
+// against llama.cpp's greedy tokens, preemption/recompute, cancellation, deadlines, stop, stress.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/runtime/scheduler.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/runtime/runtime_fixture.h"
+
+namespace tandem::runtime {
+namespace {
+
+using testing::load_model;
+using testing::LoadedModel;
+using testing::read_json;
+using testing::tiny_moe_dir;
+
+constexpr auto kEventTimeout = std::chrono::seconds(120);
+
+struct Engine {
+  std::unique_ptr<LoadedModel> model;               // outlives the scheduler (declared first)
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // likewise; may be null
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+SchedulerLimits small_limits() {
+  SchedulerLimits limits;
+  limits.max_batch_tokens = 256;
+  limits.prefill_chunk_tokens = 256;
+  limits.max_running = 16;
+  limits.context_length = 128;
+  return limits;
+}
+
+Engine make_engine(const SchedulerLimits& limits, int64_t kv_blocks = 0, size_t capacity = 64,
+                   bool with_tokenizer = false, bool start = true) {
+  Engine e;
+  e.model = load_model(tiny_moe_dir() + "tiny-moe-f32.gguf", 2);
+  SchedulerOptions options;
+  if (with_tokenizer) {
+    auto tok = tokenizer::Tokenizer::load_gguf(tiny_moe_dir() + "tiny-moe-f32.gguf");
+    INFO((tok.ok() ? "" : tok.status().to_string()));
+    REQUIRE(tok.ok());
+    e.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok).value());
+    options.tokenizer = e.tokenizer.get();
+  }
+  options.limits = limits;
+  options.kv_blocks = kv_blocks;
+  options.queue_capacity = capacity;
+  auto s = Scheduler::create(std::move(e.model->runner), options);
+  INFO((s.ok() ? "" : s.status().to_string()));
+  REQUIRE(s.ok());
+  e.scheduler = std::move(s).value();
+  if (start) REQUIRE(e.scheduler->start().ok());
+  return e;
+}
+
+Request greedy_request(const std::string& id, std::vector<int32_t> prompt, int64_t max_tokens) {
+  Request r;
+  r.id = id;
+  r.prompt_token_ids = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.sampling.ignore_eos = true;
+  r.sampling.max_tokens = max_tokens;
+  return r;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  int finals = 0;
+  FinishReason reason = FinishReason::kStop;
+  std::string text;
+  Usage usage;
+  Status error;
+  bool timed_out = false;
+};
+
+// Reads events until the final one; then checks nothing follows it. Thread-safe (no REQUIREs).
+Outcome collect(RequestHandle& handle, bool cancel_after_first = false) {
+  Outcome o;
+  while (!handle.done()) {
+    auto ev = handle.next(std::chrono::duration_cast<std::chrono::milliseconds>(kEventTimeout));
+    if (!ev) {
+      o.timed_out = true;
+      return o;
+    }
+    o.tokens.insert(o.tokens.end(), ev->token_ids.begin(), ev->token_ids.end());
+    o.text += ev->text;
+    if (ev->is_final) {
+      ++o.finals;
+      o.reason = ev->finish_reason;
+      o.usage = ev->usage;
+      o.error = ev->error;
+    } else if (cancel_after_first) {
+      handle.cancel();
+    }
+  }
+  if (handle.try_next()) ++o.finals;  // a second final (or anything after it) is a bug
+  return o;
+}
+
+std::vector<int32_t> fox_tokens() {
+  const auto ref = read_json(tiny_moe_dir() + "ref-f32.json");
+  return ref["prompts"][0]["tokens"].get<std::vector<int32_t>>();
+}
+
+// 16 prompts of different lengths (2 .. 47 tokens) made from the fox prompt's ids.
+std::vector<std::vector<int32_t>> prompts16() {
+  const auto fox = fox_tokens();
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < 16; ++i) {
+    const size_t len = 2 + (i * 7) % 46;
+    std::vector<int32_t> p;
+    for (size_t j = 0; j < len; ++j) p.push_back(fox[(i + j * 3) % fox.size()]);
+    out.push_back(p);
+  }
+  return out;
+}
+
+constexpr int64_t kGenTokens = 8;
+
+// Each of prompts16() run alone (one at a time), computed once.
+const std::vector<std::vector<int32_t>>& alone_tokens() {
+  static const std::vector<std::vector<int32_t>> tokens = [] {
+    Engine e = make_engine(small_limits());
+    std::vector<std::vector<int32_t>> out;
+    const auto prompts = prompts16();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto h =
+          e.scheduler->submit(greedy_request("alone" + std::to_string(i), prompts[i], kGenTokens));
+      REQUIRE(h.ok());
+      const Outcome o = collect(h.value());
+      REQUIRE(o.finals == 1);
+      REQUIRE(o.reason == FinishReason::kLength);
+      REQUIRE(o.tokens.size() == static_cast<size_t>(kGenTokens));
+      out.push_back(o.tokens);
+    }
+    e.scheduler->stop();
+    return out;
+  }();
+  return tokens;
+}
+
+// Submits all 16 prompts at once and returns their tokens.
+std::vector<Outcome> run_together(Scheduler& scheduler) {
+  const auto prompts = prompts16();
+  std::vector<RequestHandle> handles;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto h = scheduler.submit(greedy_request("t" + std::to_string(i), prompts[i], kGenTokens));
+    REQUIRE(h.ok());
+    handles.push_back(std::move(h).value());
+  }
+  std::vector<Outcome> out;
+  for (auto& h : handles) out.push_back(collect(h));
+  return out;
+}
+
+TEST_CASE("scheduler: greedy tokens are identical alone and batched with 15 others",
+          "[runtime][scheduler_loop]") {
+  const auto& alone = alone_tokens();
+  Engine e = make_engine(small_limits());
+  const auto together = run_together(*e.scheduler);
+  for (size_t i = 0; i < together.size(); ++i) {
+    INFO("request " << i);
+    REQUIRE(together[i].finals == 1);
+    CHECK(together[i].reason == FinishReason::kLength);
+    CHECK(together[i].tokens == alone[i]);
+    CHECK(together[i].usage.prompt_tokens == static_cast<int64_t>(prompts16()[i].size()));
+    CHECK(together[i].usage.completion_tokens == kGenTokens);
+  }
+  // They shared forward passes: far fewer steps than 16 × 8 one-sequence decodes.
+  CHECK(e.scheduler->steps() < 16 * kGenTokens / 2);
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+}
+
+TEST_CASE("scheduler: chunked prefill gives llama.cpp's greedy tokens and the unchunked ones",
+          "[runtime][scheduler_loop]") {
+  const auto ref = read_json(tiny_moe_dir() + "ref-f32.json");
+  const auto want = ref["prompts"][0]["greedy_tokens"].get<std::vector<int32_t>>();
+  SchedulerLimits limits = small_limits();
+  limits.prefill_chunk_tokens = 3;
+  limits.max_batch_tokens = 16;
+  Engine e = make_engine(limits);
+  {
+    auto h =
+        e.scheduler->submit(greedy_request("fox", fox_tokens(), static_cast<int64_t>(want.size())));
+    REQUIRE(h.ok());
+    const Outcome o = collect(h.value());
+    REQUIRE(o.finals == 1);
+    CHECK(o.tokens == want);
+  }
+  const auto& alone = alone_tokens();
+  const auto together = run_together(*e.scheduler);
+  for (size_t i = 0; i < together.size(); ++i) {
+    INFO("request " << i);
+    REQUIRE(together[i].finals == 1);
+    CHECK(together[i].tokens == alone[i]);
+  }
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+}
+
+TEST_CASE("scheduler: preemption and recompute give the uninterrupted tokens",
+          "[runtime][scheduler_loop]") {
+  // 6 blocks of 16 tokens: a few sequences at a time, growth forces preemptions.
+  SchedulerLimits limits = small_limits();
+  limits.context_length = 64;
+  Engine e = make_engine(limits, /*kv_blocks=*/6);
+  const auto& alone = alone_tokens();
+  const auto together = run_together(*e.scheduler);
+  for (size_t i = 0; i < together.size(); ++i) {
+    INFO("request " << i);
+    REQUIRE(together[i].finals == 1);
+    CHECK(together[i].tokens == alone[i]);
+  }
+  CHECK(e.scheduler->preemptions() > 0);
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+  CHECK(e.scheduler->kv_check_invariants().ok());
+}
+
+TEST_CASE("scheduler: cancelling one request leaves the others unchanged",
+          "[runtime][scheduler_loop]") {
+  const auto& alone = alone_tokens();
+  Engine e = make_engine(small_limits());
+  const auto prompts = prompts16();
+  auto victim = e.scheduler->submit(greedy_request("victim", prompts[5], 80));
+  REQUIRE(victim.ok());
+  std::vector<RequestHandle> others;
+  for (size_t i = 0; i < 4; ++i) {
+    auto h = e.scheduler->submit(greedy_request("o" + std::to_string(i), prompts[i], kGenTokens));
+    REQUIRE(h.ok());
+    others.push_back(std::move(h).value());
+  }
+  const Outcome v = collect(victim.value(), /*cancel_after_first=*/true);
+  REQUIRE(v.finals == 1);
+  CHECK(v.reason == FinishReason::kAbort);
+  CHECK(v.tokens.size() < 80);
+  CHECK(v.usage.completion_tokens == static_cast<int64_t>(v.tokens.size()));
+  for (size_t i = 0; i < others.size(); ++i) {
+    INFO("request " << i);
+    const Outcome o = collect(others[i]);
+    REQUIRE(o.finals == 1);
+    CHECK(o.reason == FinishReason::kLength);
+    CHECK(o.tokens == alone[i]);
+  }
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+}
+
+TEST_CASE("scheduler: a passed deadline ends the request with a deadline event",
+          "[runtime][scheduler_loop]") {
+  Engine e = make_engine(small_limits());
+  Request late = greedy_request("late", fox_tokens(), kGenTokens);
+  late.deadline = Clock::now() - std::chrono::milliseconds(1);
+  auto h = e.scheduler->submit(late);
+  REQUIRE(h.ok());
+  auto ok = e.scheduler->submit(greedy_request("ontime", fox_tokens(), 4));
+  REQUIRE(ok.ok());
+  const Outcome o = collect(h.value());
+  REQUIRE(o.finals == 1);
+  CHECK(o.reason == FinishReason::kDeadline);
+  CHECK(o.error.code() == StatusCode::kDeadlineExceeded);
+  CHECK(o.tokens.empty());
+  const Outcome o2 = collect(ok.value());
+  REQUIRE(o2.finals == 1);
+  CHECK(o2.reason == FinishReason::kLength);
+  CHECK(o2.tokens.size() == 4);
+  e.scheduler->stop();
+}
+
+TEST_CASE("scheduler: with a tokenizer, events carry text and stop strings end the output",
+          "[runtime][scheduler_loop]") {
+  const auto ref = read_json(tiny_moe_dir() + "ref-f32.json");
+  const auto& fox = ref["prompts"][0];
+  const auto want = fox["greedy_tokens"].get<std::vector<int32_t>>();
+  const std::string want_text = fox["greedy_text_lossy"].get<std::string>();
+  Engine e = make_engine(small_limits(), 0, 64, /*with_tokenizer=*/true);
+  auto plain =
+      e.scheduler->submit(greedy_request("plain", fox_tokens(), static_cast<int64_t>(want.size())));
+  REQUIRE(plain.ok());
+  const Outcome p = collect(plain.value());
+  REQUIRE(p.finals == 1);
+  CHECK(p.tokens == want);
+  CHECK(p.text == want_text);
+
+  // llama.cpp's greedy text is " sub orderann should..."; "ann" comes within the third token.
+  Request r = greedy_request("stopped", fox_tokens(), static_cast<int64_t>(want.size()));
+  r.sampling.stop = {"ann"};
+  auto stopped = e.scheduler->submit(r);
+  REQUIRE(stopped.ok());
+  const Outcome s = collect(stopped.value());
+  REQUIRE(s.finals == 1);
+  CHECK(s.reason == FinishReason::kStop);
+  const size_t at = want_text.find("ann");
+  REQUIRE(at != std::string::npos);
+  CHECK(s.text == want_text.substr(0, at));
+  CHECK(s.tokens.size() < want.size());
+  e.scheduler->stop();
+}
+
+TEST_CASE("scheduler: submission checks and stop(kAbort)", "[runtime][scheduler_loop]") {
+  Engine e = make_engine(small_limits());
+  // Beyond the context (128): rejected at submission.
+  auto too_long = e.scheduler->submit(greedy_request("long", fox_tokens(), 200));
+  CHECK(too_long.status().code() == StatusCode::kInvalidArgument);
+  auto bad_id = e.scheduler->submit(greedy_request("bad", {1, 999999}, 4));
+  CHECK(bad_id.status().code() == StatusCode::kInvalidArgument);
+  Request with_stop = greedy_request("stop", fox_tokens(), 4);
+  with_stop.sampling.stop = {"x"};
+  CHECK(e.scheduler->submit(with_stop).status().code() == StatusCode::kInvalidArgument);
+
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < 6; ++i) {
+    auto h = e.scheduler->submit(greedy_request("a" + std::to_string(i), fox_tokens(), 100));
+    REQUIRE(h.ok());
+    handles.push_back(std::move(h).value());
+  }
+  e.scheduler->stop(StopMode::kAbort);
+  for (auto& h : handles) {
+    const Outcome o = collect(h);
+    REQUIRE(o.finals == 1);
+    // The tiny model may finish a request before the stop arrives.
+    CHECK((o.reason == FinishReason::kAbort || o.reason == FinishReason::kLength));
+  }
+  CHECK(e.scheduler->submit(greedy_request("after", fox_tokens(), 4)).status().code() ==
+        StatusCode::kUnavailable);
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+}
+
+TEST_CASE("scheduler: stop(kAbort) before start ends every accepted request with abort",
+          "[runtime][scheduler_loop]") {
+  Engine e = make_engine(small_limits(), 0, 64, false, /*start=*/false);
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < 3; ++i) {
+    auto h = e.scheduler->submit(greedy_request("q" + std::to_string(i), fox_tokens(), 8));
+    REQUIRE(h.ok());
+    handles.push_back(std::move(h).value());
+  }
+  e.scheduler->stop(StopMode::kAbort);
+  for (auto& h : handles) {
+    const Outcome o = collect(h);
+    REQUIRE(o.finals == 1);
+    CHECK(o.reason == FinishReason::kAbort);
+    CHECK(o.tokens.empty());
+  }
+}
+
+TEST_CASE("scheduler: 64 concurrent requests with random cancellations",
+          "[runtime][scheduler_loop]") {
+  SchedulerLimits limits = small_limits();
+  limits.max_running = 8;
+  limits.max_batch_tokens = 64;
+  limits.prefill_chunk_tokens = 16;
+  limits.context_length = 64;
+  Engine e = make_engine(limits, /*kv_blocks=*/10, /*capacity=*/64);
+  const auto fox = fox_tokens();
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 16;
+  std::vector<std::vector<Outcome>> results(kThreads);
+  std::vector<int> submit_failures(kThreads, 0);
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kThreads; ++t) {
+    clients.emplace_back([&, t] {
+      std::mt19937 rng(1000 + t);
+      std::vector<RequestHandle> handles;
+      std::vector<int> policy;
+      for (int i = 0; i < kPerThread; ++i) {
+        std::vector<int32_t> prompt;
+        const int len = 1 + static_cast<int>(rng() % 30);
+        for (int j = 0; j < len; ++j) prompt.push_back(fox[rng() % fox.size()]);
+        Request r = greedy_request(std::to_string(t) + "-" + std::to_string(i), prompt,
+                                   1 + static_cast<int64_t>(rng() % 12));
+        if (rng() % 2 == 0) {  // some sampled with a seed
+          r.sampling.temperature = 0.8f;
+          r.sampling.seed = rng();
+        }
+        auto h = e.scheduler->submit(r);
+        if (!h.ok()) {
+          ++submit_failures[t];
+          continue;
+        }
+        const int p = static_cast<int>(rng() % 3);  // 0 run, 1 cancel now, 2 cancel mid-stream
+        if (p == 1) h.value().cancel();
+        handles.push_back(std::move(h).value());
+        policy.push_back(p);
+      }
+      for (size_t i = 0; i < handles.size(); ++i) {
+        results[t].push_back(collect(handles[i], policy[i] == 2));
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  int total = 0;
+  int aborted = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    CHECK(submit_failures[t] == 0);
+    for (const Outcome& o : results[t]) {
+      ++total;
+      CHECK_FALSE(o.timed_out);
+      CHECK(o.finals == 1);
+      if (o.reason == FinishReason::kAbort) ++aborted;
+      CHECK(o.usage.completion_tokens == static_cast<int64_t>(o.tokens.size()));
+    }
+  }
+  CHECK(total == kThreads * kPerThread);
+  CHECK(aborted > 0);
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+  CHECK(e.scheduler->kv_check_invariants().ok());
+}
+
+}  // namespace
+}  // namespace tandem::runtime
