@@ -191,6 +191,7 @@ class Scheduler::Loop {
       }
       emit(q, token.value());
     }
+    if (s_.options_.after_step) s_.options_.after_step(s_.steps_.load(std::memory_order_relaxed));
   }
 
   // Records a sampled token, feeds the stop conditions and streams it (or ends the sequence).

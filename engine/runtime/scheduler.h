@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -38,6 +39,9 @@ struct SchedulerOptions {
   // text and stop strings work; without it, text is empty and requests with stop strings are
   // rejected at submission.
   const tokenizer::Tokenizer* tokenizer = nullptr;
+  // Test seam: called on the scheduler thread after each forward pass's events were pushed, with
+  // the number of forward passes so far. Blocking in it pauses the loop. Empty: nothing.
+  std::function<void(int64_t)> after_step;
 };
 
 enum class StopMode {

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <random>
@@ -40,7 +42,8 @@ SchedulerLimits small_limits() {
 }
 
 Engine make_engine(const SchedulerLimits& limits, int64_t kv_blocks = 0, size_t capacity = 64,
-                   bool with_tokenizer = false, bool start = true) {
+                   bool with_tokenizer = false, bool start = true,
+                   std::function<void(int64_t)> after_step = {}) {
   Engine e;
   e.model = load_model(tiny_moe_dir() + "tiny-moe-f32.gguf", 2);
   SchedulerOptions options;
@@ -54,6 +57,7 @@ Engine make_engine(const SchedulerLimits& limits, int64_t kv_blocks = 0, size_t 
   options.limits = limits;
   options.kv_blocks = kv_blocks;
   options.queue_capacity = capacity;
+  options.after_step = std::move(after_step);
   auto s = Scheduler::create(std::move(e.model->runner), options);
   INFO((s.ok() ? "" : s.status().to_string()));
   REQUIRE(s.ok());
@@ -230,7 +234,13 @@ TEST_CASE("scheduler: preemption and recompute give the uninterrupted tokens",
 TEST_CASE("scheduler: cancelling one request leaves the others unchanged",
           "[runtime][scheduler_loop]") {
   const auto& alone = alone_tokens();
-  Engine e = make_engine(small_limits());
+  // The loop pauses after its second forward pass until the victim was cancelled, so the
+  // cancellation lands mid-stream however fast the tiny model runs.
+  std::promise<void> cancelled;
+  std::shared_future<void> cancelled_future = cancelled.get_future().share();
+  Engine e = make_engine(small_limits(), 0, 64, false, true, [cancelled_future](int64_t step) {
+    if (step == 2) cancelled_future.wait();
+  });
   const auto prompts = prompts16();
   auto victim = e.scheduler->submit(greedy_request("victim", prompts[5], 80));
   REQUIRE(victim.ok());
@@ -240,10 +250,17 @@ TEST_CASE("scheduler: cancelling one request leaves the others unchanged",
     REQUIRE(h.ok());
     others.push_back(std::move(h).value());
   }
-  const Outcome v = collect(victim.value(), /*cancel_after_first=*/true);
+  auto first =
+      victim.value().next(std::chrono::duration_cast<std::chrono::milliseconds>(kEventTimeout));
+  REQUIRE(first.has_value());
+  REQUIRE_FALSE(first->is_final);
+  victim.value().cancel();
+  cancelled.set_value();
+  Outcome v = collect(victim.value());
+  v.tokens.insert(v.tokens.begin(), first->token_ids.begin(), first->token_ids.end());
   REQUIRE(v.finals == 1);
   CHECK(v.reason == FinishReason::kAbort);
-  CHECK(v.tokens.size() < 80);
+  CHECK(v.tokens.size() <= 3);  // at most one step ran after the pause
   CHECK(v.usage.completion_tokens == static_cast<int64_t>(v.tokens.size()));
   for (size_t i = 0; i < others.size(); ++i) {
     INFO("request " << i);
