@@ -11,6 +11,7 @@
 #include "config/config_report.h"
 #include "engine/base/log.h"
 #include "server/daemon_options.h"
+#include "server/model_startup.h"
 #include "server/startup_banner.h"
 
 namespace {
@@ -69,6 +70,13 @@ int main(int argc, char** argv) {
   for (const std::string& line : config::config_summary_lines(loaded->config)) {
     spdlog::info("config: {}", line);
   }
-  spdlog::error("serving is not built yet: tandemd validated its configuration and exits");
+  const Result<server::StartedModel> model = server::start_model(loaded->config);
+  if (!model.ok()) {
+    spdlog::error("cannot start: {}", model.status().to_string());
+    return kExitFailure;
+  }
+  spdlog::error(
+      "serving is not built yet: tandemd validated its configuration, loaded the model and "
+      "planned the expert placement, and exits");
   return kExitFailure;
 }
