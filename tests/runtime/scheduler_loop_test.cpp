@@ -294,6 +294,27 @@ TEST_CASE("scheduler: a passed deadline ends the request with a deadline event",
   e.scheduler->stop();
 }
 
+TEST_CASE("scheduler: a deadline passing mid-stream ends the running request",
+          "[runtime][scheduler_loop]") {
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(300);
+  // The loop pauses after its second forward pass until the deadline has passed.
+  Engine e = make_engine(small_limits(), 0, 64, false, true, [deadline](int64_t step) {
+    if (step == 2) std::this_thread::sleep_until(deadline + std::chrono::milliseconds(1));
+  });
+  Request r = greedy_request("running", fox_tokens(), 80);
+  r.deadline = deadline;
+  auto h = e.scheduler->submit(r);
+  REQUIRE(h.ok());
+  const Outcome o = collect(h.value());
+  REQUIRE(o.finals == 1);
+  CHECK(o.reason == FinishReason::kDeadline);
+  CHECK(o.error.code() == StatusCode::kDeadlineExceeded);
+  CHECK(o.tokens.size() <= 2);
+  CHECK(o.usage.completion_tokens == static_cast<int64_t>(o.tokens.size()));
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+}
+
 TEST_CASE("scheduler: with a tokenizer, events carry text and stop strings end the output",
           "[runtime][scheduler_loop]") {
   const auto ref = read_json(tiny_moe_dir() + "ref-f32.json");
