@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_parser.h"
 #include "config/config.h"
 #include "config/value_text.h"
 #include "engine/model/model.h"
@@ -72,30 +73,20 @@ Result<PlacementPolicy> parse_policy(const std::string& text) {
 
 // Parses args into `o`; returns an error message, empty on success.
 std::string parse(std::span<const std::string> args, Options& o, bool& help) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> value;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    if (flag == "-h" || flag == "--help") {
-      help = true;
-      return "";
-    }
+  static constexpr std::string_view kWithValue[] = {"--stats",      "--model",  "--num-gpu-experts",
+                                                    "--gpu-memory", "--policy", "--kv-cache",
+                                                    "--scratch",    "--heatmap"};
+  static constexpr std::string_view kSwitches[] = {"--json"};
+  Result<ParsedFlags> parsed = parse_flags(args, kWithValue, kSwitches);
+  if (!parsed.ok()) return parsed.status().message();
+  help = parsed->help;
+  if (help) return "";
+  for (const ParsedFlag& f : parsed->flags) {
+    const std::string& flag = f.name;
+    const std::string* value = &f.value;
     if (flag == "--json") {
       o.json = true;
       continue;
-    }
-    static const char* kWithValue[] = {"--stats",      "--model",  "--num-gpu-experts",
-                                       "--gpu-memory", "--policy", "--kv-cache",
-                                       "--scratch",    "--heatmap"};
-    bool known = false;
-    for (const char* f : kWithValue) known = known || flag == f;
-    if (!known) return "unknown argument \"" + args[i] + "\"";
-    if (!value) {
-      if (i + 1 >= args.size()) return flag + " needs a value";
-      value = args[++i];
     }
     if (flag == "--stats") {
       o.stats_path = *value;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_parser.h"
 #include "config/value_text.h"
 #include "engine/model/model.h"
 #include "engine/placement/activation_stats.h"
@@ -52,28 +53,19 @@ struct Options {
 };
 
 std::string parse(std::span<const std::string> args, Options& o, bool& help) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> value;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    if (flag == "-h" || flag == "--help") {
-      help = true;
-      return "";
-    }
+  static constexpr std::string_view kWithValue[] = {"--model", "--prompts", "--output",
+                                                    "--max-tokens-per-prompt", "--threads"};
+  static constexpr std::string_view kSwitches[] = {"--merge"};
+  Result<ParsedFlags> parsed = parse_flags(args, kWithValue, kSwitches);
+  if (!parsed.ok()) return parsed.status().message();
+  help = parsed->help;
+  if (help) return "";
+  for (const ParsedFlag& f : parsed->flags) {
+    const std::string& flag = f.name;
+    const std::string* value = &f.value;
     if (flag == "--merge") {
       o.merge = true;
       continue;
-    }
-    if (flag != "--model" && flag != "--prompts" && flag != "--output" &&
-        flag != "--max-tokens-per-prompt" && flag != "--threads") {
-      return "unknown argument \"" + args[i] + "\"";
-    }
-    if (!value) {
-      if (i + 1 >= args.size()) return flag + " needs a value";
-      value = args[++i];
     }
     if (flag == "--model") {
       o.model = *value;
