@@ -8,7 +8,7 @@ packages=(
   g++ make cmake pkg-config git python3 python3-venv clang-format
   # libraries (docs/building.md says what each is for)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev catch2 libpcre2-dev prometheus-cpp-dev
+  libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev catch2 libpcre2-dev libicu-dev prometheus-cpp-dev
   libbenchmark-dev
 )
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode_normalizer.h"
 
 namespace tandem::tokenizer {
 
@@ -71,6 +72,13 @@ Result<SplitRule> split_rule(const Json& j) {
   return rule;
 }
 
+// The normalizer section, flattened.
+struct NormalizerSpec {
+  bool prepend = false;          // Prepend("▁")
+  bool replaces_spaces = false;  // Replace(" " -> "▁")
+  UnicodeForm unicode_form = UnicodeForm::kNone;
+};
+
 // The pre_tokenizer section, flattened.
 struct PreTokenizerSpec {
   std::vector<SplitRule> rules;
@@ -131,10 +139,14 @@ Status read_pre_tokenizer(const Json& j, PreTokenizerSpec& spec) {
                              "Sequence)");
 }
 
-// Llama-style SentencePiece normalizers: Prepend("▁") and Replace(" " -> "▁"). Returns whether
-// the space prefix is prepended.
-Result<bool> read_normalizer(const Json& j, bool* replaces_spaces) {
-  if (j.is_null()) return false;
+// The normalizer section: Llama-style SentencePiece Prepend("▁") and Replace(" " -> "▁"), and
+// at most one Unicode normalization form (NFC/NFD/NFKC/NFKD). Tandem applies the Unicode form
+// first, then the space handling; a compatibility form (NFKC/NFKD) after Replace would turn
+// e.g. U+00A0 into a space that HF leaves unreplaced, so that order is refused. Lowercase is
+// refused: HF lowercases each character on its own (Rust char::to_lowercase), which differs from
+// ICU's context-sensitive rules (final sigma, U+0130), so it cannot be matched exactly here.
+Status read_normalizer(const Json& j, NormalizerSpec& spec) {
+  if (j.is_null()) return Status();
   const std::string type = type_of(j);
   std::vector<Json> steps;
   if (type == "Sequence") {
@@ -142,22 +154,33 @@ Result<bool> read_normalizer(const Json& j, bool* replaces_spaces) {
   } else {
     steps.push_back(j);
   }
-  bool prepend = false;
   for (const Json& step : steps) {
     const std::string step_type = type_of(step);
-    if (step_type == "Prepend" && step.value("prepend", "") == kSpmSpace) {
-      prepend = true;
+    const UnicodeForm form = unicode_form_from_name(step_type);
+    if (form != UnicodeForm::kNone) {
+      if (spec.unicode_form != UnicodeForm::kNone) {
+        return unimplemented_error("several Unicode normalizers (" +
+                                   std::string(unicode_form_name(spec.unicode_form)) + ", " +
+                                   step_type + ") in one normalizer Sequence");
+      }
+      if (spec.replaces_spaces && (form == UnicodeForm::kNfkc || form == UnicodeForm::kNfkd)) {
+        return unimplemented_error("normalizer " + step_type + " after Replace(\" \" -> U+2581)");
+      }
+      spec.unicode_form = form;
+    } else if (step_type == "Prepend" && step.value("prepend", "") == kSpmSpace) {
+      spec.prepend = true;
     } else if (step_type == "Replace" && step.at("pattern").value("String", "") == " " &&
                step.value("content", "") == kSpmSpace) {
-      *replaces_spaces = true;
+      spec.replaces_spaces = true;
     } else {
       return unimplemented_error(
           "normalizer '" + step_type +
-          "' is not supported (supported: none, or Prepend/Replace of U+2581 as Llama uses; "
-          "NFC/NFKC/NFD/NFKD/Lowercase need Unicode tables this build does not have)");
+          "' is not supported (supported: none, NFC, NFD, NFKC, NFKD, and Prepend/Replace of "
+          "U+2581 as Llama uses, alone or in a Sequence; Lowercase is not, since HF's "
+          "per-character lowercasing differs from ICU's)");
     }
   }
-  return prepend;
+  return Status();
 }
 
 Status read_decoder(const Json& j, bool byte_level) {
@@ -285,9 +308,11 @@ Result<HfTokenizerParts> parse_parts(const Json& root, const Json& config) {
 
   PreTokenizerSpec spec;
   TANDEM_RETURN_IF_ERROR(read_pre_tokenizer(root.value("pre_tokenizer", Json()), spec));
-  bool replaces_spaces = false;
-  TANDEM_ASSIGN_OR_RETURN(bool prepend,
-                          read_normalizer(root.value("normalizer", Json()), &replaces_spaces));
+  NormalizerSpec normalizer;
+  TANDEM_RETURN_IF_ERROR(read_normalizer(root.value("normalizer", Json()), normalizer));
+  const bool replaces_spaces = normalizer.replaces_spaces;
+  const bool prepend = normalizer.prepend;
+  vocab->unicode_form = normalizer.unicode_form;
   const bool byte_fallback = bool_or(model, "byte_fallback", false);
   const bool spm_style = spec.metaspace || replaces_spaces;
   if (spec.byte_level == spm_style) {

@@ -22,8 +22,12 @@ struct HfTokenizerParts {
 // Supported (anything else is UNIMPLEMENTED, naming the component):
 //   model       BPE: vocab, merges ("a b" strings or [a, b] pairs), unk_token, ignore_merges,
 //               byte_fallback (with Metaspace), dropout null/0, no subword prefix/suffix.
-//   normalizer  null; Sequence of Prepend("▁") and Replace(" " -> "▁") as Llama-style
-//               SentencePiece BPE uses them.
+//   normalizer  null; NFC, NFD, NFKC or NFKD (ICU limited to Unicode 11.0 as HF; at most one,
+//               applied to each fragment between added tokens; added tokens are matched on the
+//               raw text); Prepend("▁") and Replace(" " -> "▁") as Llama-style SentencePiece BPE
+//               uses them; a Sequence of those (NFKC/NFKD not after Replace). Lowercase is
+//               UNIMPLEMENTED: HF lowercases per character, unlike ICU's context-sensitive
+//               rules (final sigma).
 //   pre_tokenizer  ByteLevel (add_prefix_space only as the first step; use_regex adds GPT-2's
 //               regex), Split (Regex or String pattern; Isolated, Removed, MergedWithPrevious,
 //               MergedWithNext, Contiguous; invert), Sequence of those with ByteLevel last;

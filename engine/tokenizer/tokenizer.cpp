@@ -7,6 +7,7 @@
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/special_token_matcher.h"
 #include "engine/tokenizer/spm_model.h"
+#include "engine/tokenizer/unicode_normalizer.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/tokenizer/vocab.h"
 
@@ -88,6 +89,12 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
 
 Status Tokenizer::encode_fragment(std::string_view text, bool after_special,
                                   std::vector<int32_t>& out) const {
+  std::string normalized;
+  if (vocab_->unicode_form != UnicodeForm::kNone) {
+    // Valid UTF-8 here: encode() sanitized the text before splitting off special tokens.
+    TANDEM_ASSIGN_OR_RETURN(normalized, normalize_unicode(vocab_->unicode_form, text));
+    text = normalized;
+  }
   if (bpe_) {
     std::vector<std::string_view> words;
     std::string prefixed;

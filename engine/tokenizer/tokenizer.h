@@ -61,7 +61,10 @@ class SpecialTokenMatcher;
 //      replaced by U+FFFD (as the Unicode standard recommends) before tokenizing.
 //   2. The text is split at special tokens (longest match wins at each position; see
 //      EncodeOptions::parse_special); those become their ids.
-//   3. Each remaining text fragment is tokenized: byte-level BPE splits it with the
+//   3. A tokenizer.json NFC/NFD/NFKC/NFKD normalizer (ICU) is applied to each remaining text
+//      fragment on its own, as HF tokenizers does (special tokens are not normalized), so
+//      decode(encode(x)) gives the normalized text.
+//   4. Each remaining text fragment is tokenized: byte-level BPE splits it with the
 //      pre-tokenizer's regexes and runs BPE on each word's bytes mapped with the GPT-2 byte
 //      table; SentencePiece replaces ' ' by U+2581, prepends U+2581 (add_space_prefix) to the
 //      first fragment and to every fragment following a special token, merges by score and
@@ -99,7 +102,8 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // Fails only when the regex engine runs out of resources (RESOURCE_EXHAUSTED).
+  // Fails only when the regex engine runs out of resources (RESOURCE_EXHAUSTED) or ICU
+  // normalization fails (INTERNAL).
   Result<std::vector<int32_t>> encode(std::string_view text, const EncodeOptions& options) const;
   // INVALID_ARGUMENT when an id is outside the vocabulary.
   Result<std::string> decode(std::span<const int32_t> ids, const DecodeOptions& options) const;

@@ -12,6 +12,7 @@
 #include "engine/base/result.h"
 #include "engine/model/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode_normalizer.h"
 
 namespace tandem::tokenizer {
 
@@ -42,6 +43,9 @@ struct Vocab {
   // tokenizer.json Metaspace(prepend_scheme="first"): only a fragment at the very start of the
   // text gets the space prefix, not those after special tokens.
   bool space_prefix_first_only = false;
+  // tokenizer.json NFC/NFD/NFKC/NFKD normalizer: applied to each text fragment between special
+  // tokens, before the space prefix and pre-tokenizer (never set from GGUF).
+  UnicodeForm unicode_form = UnicodeForm::kNone;
   std::string chat_template;   // tokenizer.chat_template; empty when absent
   int64_t context_length = 0;  // <arch>.context_length when present (for exporters), else 0
 

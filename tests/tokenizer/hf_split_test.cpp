@@ -63,10 +63,10 @@ TEST_CASE("a minimal tokenizer.json loads and merges", "[tokenizer][hf]") {
 }
 
 TEST_CASE("unsupported tokenizer.json parts are refused by name", "[tokenizer][hf]") {
-  auto nfc = Tokenizer::from_hf_json(tiny_json(R"({"type":"NFC"})"), "", "nfc");
-  REQUIRE(!nfc.ok());
-  CHECK(nfc.status().code() == StatusCode::kUnimplemented);
-  CHECK(nfc.status().to_string().find("NFC") != std::string::npos);
+  auto lower = Tokenizer::from_hf_json(tiny_json(R"({"type":"Lowercase"})"), "", "lower");
+  REQUIRE(!lower.ok());
+  CHECK(lower.status().code() == StatusCode::kUnimplemented);
+  CHECK(lower.status().to_string().find("Lowercase") != std::string::npos);
 
   auto wordpiece = Tokenizer::from_hf_json(tiny_json("null", "WordPiece"), "", "wp");
   REQUIRE(!wordpiece.ok());
