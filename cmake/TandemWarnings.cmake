@@ -1,5 +1,5 @@
 # tandem_project_target(): warnings (and -Werror in CI) for a target of this project, never for
-# third-party code. No -march=native: SIMD code is chosen at run time.
+# third-party code. Never tuned to the build machine (no march=native): SIMD is chosen at run time.
 function(tandem_project_target target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor>)
