@@ -112,7 +112,15 @@ RequestQueue::RequestQueue(size_t capacity, Validator validator)
   TANDEM_CHECK_MSG(capacity >= 1, "request queue capacity must be at least 1");
 }
 
-RequestQueue::~RequestQueue() = default;
+RequestQueue::~RequestQueue() {
+  // Undrained requests hold their channel, and a channel holds the shared state: drop them so
+  // that the state and the channels do not keep each other alive. Their handles stay valid.
+  std::deque<AcceptedRequest> undrained;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    undrained.swap(state_->pending);
+  }
+}
 
 Result<RequestHandle> RequestQueue::submit(Request request) {
   {

@@ -2,6 +2,7 @@
 #include "engine/runtime/scheduler_policy.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "engine/base/check.h"
@@ -64,13 +65,15 @@ Status check_request_fits(int64_t prompt_tokens, int64_t max_tokens, int64_t n,
     return invalid_argument_error("request: n = " + str(n) +
                                   " is not supported; only n = 1 (one sample per request)");
   }
-  // Both are positive, and the context length bounds the sum before any multiplication.
+  // Both are positive, and the context length bounds the sum before any multiplication. The sum
+  // itself may overflow for a hostile max_tokens, so it is only formed when it fits.
   if (prompt_tokens > limits.context_length || max_tokens > limits.context_length ||
       prompt_tokens + max_tokens > limits.context_length) {
+    const bool sum_fits = max_tokens <= std::numeric_limits<int64_t>::max() - prompt_tokens;
     return invalid_argument_error(
         "request: prompt (" + str(prompt_tokens) + " tokens) + max_tokens (" + str(max_tokens) +
-        ") = " + str(prompt_tokens + max_tokens) + " exceeds the context length of " +
-        str(limits.context_length) + " tokens");
+        ") = " + (sum_fits ? str(prompt_tokens + max_tokens) : "more than 2^63") +
+        " exceeds the context length of " + str(limits.context_length) + " tokens");
   }
   const int64_t total = prompt_tokens + max_tokens;
   const int64_t blocks = kv_blocks_for_tokens(total, kv.block_tokens);
