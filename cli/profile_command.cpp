@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/flag_parser.h"
+#include "cli/model_session.h"
 #include "config/value_text.h"
 #include "engine/model/model.h"
 #include "engine/placement/activation_stats.h"
@@ -122,15 +123,6 @@ Result<std::vector<std::string>> read_prompts(const std::string& path) {
   return prompts;
 }
 
-Result<tokenizer::Tokenizer> load_tokenizer(const model::Checkpoint& checkpoint) {
-  if (checkpoint.format == model::CheckpointFormat::kGguf) {
-    return tokenizer::Tokenizer::load_gguf(checkpoint.path);
-  }
-  std::filesystem::path dir = checkpoint.path;
-  if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
-  return tokenizer::Tokenizer::load_hf(dir.string());
-}
-
 // Counts every layer's routing of the last forward call.
 void record_routing(const runtime::ForwardOutput& out, ActivationRecorder& recorder) {
   for (size_t layer = 0; layer < out.routing.size(); ++layer) {
@@ -229,9 +221,10 @@ int profile_main(std::span<const std::string> args, std::string& out, std::strin
 
   Result<std::vector<std::string>> prompts = read_prompts(o.prompts);
   if (!prompts.ok()) return fail(prompts.status(), 2);
-  Result<model::Checkpoint> checkpoint = model::open_model(o.model);
-  if (!checkpoint.ok()) return fail(checkpoint.status(), 2);
-  Result<placement::ModelIdentity> identity = placement::model_identity(*checkpoint);
+  Result<std::unique_ptr<ModelSession>> session =
+      open_session(o.model, static_cast<int>(o.threads));
+  if (!session.ok()) return fail(session.status(), 2);
+  Result<placement::ModelIdentity> identity = placement::model_identity((*session)->checkpoint);
   if (!identity.ok()) return fail(identity.status(), 2);
   Result<ActivationStats> stats = ActivationStats::create(*identity);
   if (!stats.ok()) return fail(stats.status(), 2);
@@ -244,7 +237,7 @@ int profile_main(std::span<const std::string> args, std::string& out, std::strin
     earlier = std::move(loaded).value();
   }
 
-  Result<tokenizer::Tokenizer> tok = load_tokenizer(*checkpoint);
+  Result<tokenizer::Tokenizer> tok = load_tokenizer(o.model);
   if (!tok.ok()) return fail(tok.status(), 2);
   tokenizer::EncodeOptions encode_options;
   encode_options.add_special = true;
@@ -260,12 +253,7 @@ int profile_main(std::span<const std::string> args, std::string& out, std::strin
     ids.push_back(std::move(enc).value());
   }
 
-  runtime::RunnerOptions runner_options;
-  runner_options.threads = static_cast<int>(o.threads);
-  Result<std::unique_ptr<runtime::ModelRunner>> runner =
-      runtime::ModelRunner::create(*checkpoint->spec, *checkpoint->weights, runner_options);
-  if (!runner.ok()) return fail(runner.status(), 2);
-  runtime::ModelRunner& model = **runner;
+  runtime::ModelRunner& model = *(*session)->runner;
   std::optional<int32_t> eos;
   if (model.spec().eos_token_id) eos = static_cast<int32_t>(*model.spec().eos_token_id);
   if (tok->eos_id()) eos = tok->eos_id();
