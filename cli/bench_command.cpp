@@ -2,9 +2,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
+#include "cli/bench_concurrency.h"
+#include "cli/bench_gpu_experts.h"
 #include "cli/commands.h"
 #include "cli/model_session.h"
 
@@ -15,16 +18,28 @@ void print_bench_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: tandem bench --model M [--prompt-tokens N] [--gen-tokens N] [--threads T]\n"
                "Times one prefill of N synthetic prompt tokens (default 128) and N greedy decode\n"
-               "steps (default 32); prints tokens per second for each.\n");
+               "steps (default 32); prints tokens per second for each.\n"
+               "--gpu-experts K: K experts (uniform over the MoE layers) run on a CUDA expert\n"
+               "worker, the rest on the CPU (CUDA builds only; default 0).\n"
+               "With --concurrency N[,N...]: N sequences decoding together through the scheduler\n"
+               "(tandem bench --concurrency 1 --help for its flags).\n");
 }
 
 }  // namespace
 
 int run_bench(std::span<char*> args) {
+  for (const char* a : args) {
+    const std::string_view arg = a;
+    if (arg == "--concurrency" || arg.starts_with("--concurrency=")) {
+      const std::vector<std::string> strings(args.begin(), args.end());
+      return bench_concurrency_main(strings, std::cout, std::cerr);
+    }
+  }
   std::string model_path;
   int prompt_tokens = 128;
   int gen_tokens = 32;
   int threads = 0;
+  int gpu_experts = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -32,6 +47,14 @@ int run_bench(std::span<char*> args) {
       return 0;
     } else if (arg == "--model" && i + 1 < args.size()) {
       model_path = args[++i];
+    } else if (arg == "--gpu-experts" && i + 1 < args.size()) {
+      auto v = parse_count(args[i], args[i + 1]);
+      ++i;
+      if (!v.ok()) {
+        std::fprintf(stderr, "tandem bench: %s\n", v.status().message().c_str());
+        return 2;
+      }
+      gpu_experts = *v;
     } else if ((arg == "--prompt-tokens" || arg == "--gen-tokens" || arg == "--threads") &&
                i + 1 < args.size()) {
       auto v = parse_count(args[i], args[i + 1]);
@@ -59,6 +82,11 @@ int run_bench(std::span<char*> args) {
     return 2;
   }
   runtime::ModelRunner& runner = *(*session)->runner;
+  auto gpu = attach_gpu_experts(**session, gpu_experts);
+  if (!gpu.ok()) {
+    std::fprintf(stderr, "tandem bench: %s\n", gpu.status().to_string().c_str());
+    return 2;
+  }
   const size_t need = static_cast<size_t>(prompt_tokens) + static_cast<size_t>(gen_tokens);
   if (need > runner.context_length()) {
     std::fprintf(stderr, "tandem bench: %zu tokens exceed the context limit %zu\n", need,
@@ -95,6 +123,11 @@ int run_bench(std::span<char*> args) {
   }
   const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
   std::printf("model %s, %zu threads\n", model_path.c_str(), runner.pool().n_threads());
+  if (gpu->worker != nullptr) {
+    std::printf("gpu experts: %llu on CUDA device 0, %.1f MiB of device memory\n",
+                static_cast<unsigned long long>(gpu->n_experts),
+                static_cast<double>(gpu->device_bytes) / (1024.0 * 1024.0));
+  }
   std::printf("prefill: %d tokens in %.3f s = %.1f tokens/s\n", prompt_tokens, prefill_s,
               prompt_tokens / std::max(prefill_s, 1e-9));
   if (gen_tokens > 0) {

@@ -45,7 +45,8 @@ struct MetricsConfig {
 
 struct ModelConfig {
   std::string path;
-  std::string served_name;  // "" = derived from path.
+  std::string served_name;    // "" = derived from path.
+  std::string tokenizer_dir;  // "" = model dir (HF) or exported beside the GGUF file.
   ModelFormat format = ModelFormat::kAuto;
   int context_length = 0;  // 0 = what the model declares.
 };

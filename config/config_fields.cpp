@@ -94,6 +94,14 @@ const FieldDescriptor kFields[] = {
      .doc = "The model id clients ask for. Empty = derived from path (file or directory name "
             "without extension).",
      .ref = &member_ref<&Config::model, &ModelConfig::served_name>},
+    {.section = "model", .name = "tokenizer_dir",
+     .doc = "Directory with tokenizer.json, tokenizer_config.json (chat template), config.json "
+            "and generation_config.json that the OpenAI gateway reads (GetModelInfo "
+            "tokenizer_path). A directory holding tokenizer.json is used as it is. Otherwise, "
+            "for a GGUF model, tandemd exports the file's tokenizer into it at startup (empty = "
+            "$TMPDIR/tandemd-tokenizer-<model file stem>); for a Hugging Face checkpoint, empty "
+            "= the model directory.",
+     .ref = &member_ref<&Config::model, &ModelConfig::tokenizer_dir>},
     {.section = "model", .name = "format",
      .doc = "Checkpoint format. auto = by the file's magic / directory contents.",
      .ref = &member_ref<&Config::model, &ModelConfig::format>},

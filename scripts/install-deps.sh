@@ -10,6 +10,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev nlohmann-json3-dev libyaml-cpp-dev catch2 libpcre2-dev libicu-dev prometheus-cpp-dev
   libbenchmark-dev
+  # deploy checks (tests/deploy: scripts/check_deploy.py)
+  python3-yaml
 )
 
 missing=()

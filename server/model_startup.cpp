@@ -7,6 +7,9 @@
 #include <string>
 
 #include "engine/model/architecture.h"
+#if defined(TANDEM_WITH_CUDA)
+#include "kernels/cuda/device_info.h"
+#endif
 
 namespace tandem::server {
 
@@ -46,11 +49,38 @@ Result<StartedModel> start_model(const config::Config& config) {
   for (std::string line; std::getline(table, line);) spdlog::info("{}", line);
   if (planned.report.n_gpu_experts > 0) {
     spdlog::warn(
-        "placement puts {} experts on the GPU, but the CUDA expert worker is not built yet: "
-        "every expert would run on the CPU",
+        "placement puts {} experts on the GPU, but tandemd does not run the CUDA expert worker "
+        "yet: every expert would run on the CPU",
         planned.report.n_gpu_experts);
   }
   return StartedModel{std::move(checkpoint), std::move(planned)};
+}
+
+int visible_cuda_devices() {
+#if defined(TANDEM_WITH_CUDA)
+  auto devices = kernels::cuda::list_devices();
+  if (!devices.ok()) {
+    spdlog::warn("CUDA: {}", devices.status().message());
+    return 0;
+  }
+  return static_cast<int>(devices->size());
+#else
+  return 0;
+#endif
+}
+
+Status check_gpu_experts_have_device(const placement::StartupPlacement& planned, int cuda_devices) {
+  const uint64_t asked = planned.report.n_gpu_experts;
+  if (asked == 0 || cuda_devices > 0) return Status();
+  return failed_precondition_error(
+      "the placement puts " + std::to_string(asked) + " experts on the GPU but no CUDA device is " +
+#if defined(TANDEM_WITH_CUDA)
+      "present"
+#else
+      "present (this tandemd was built without CUDA)"
+#endif
+      "; to run every expert on the CPU use the frequency or uniform policy with "
+      "placement.num_gpu_experts: 0");
 }
 
 }  // namespace tandem::server

@@ -20,4 +20,14 @@ struct StartedModel {
 // placement table (spdlog). Blocking I/O; call from main before any serving thread starts.
 Result<StartedModel> start_model(const config::Config& config);
 
+// The CUDA devices this process can use: 0 in a build without CUDA, without a driver or without
+// a device. Any thread.
+int visible_cuda_devices();
+
+// Startup rule for GPU experts: FAILED_PRECONDITION when the placement puts experts on the GPU
+// (report.n_gpu_experts > 0) but cuda_devices is 0, naming how many GPU experts were asked and
+// that no CUDA device is present (tandemd does not silently fall back to all-CPU). OK otherwise.
+// Pure; tandemd calls it with visible_cuda_devices() after start_model.
+Status check_gpu_experts_have_device(const placement::StartupPlacement& planned, int cuda_devices);
+
 }  // namespace tandem::server

@@ -11,7 +11,7 @@
 #include "config/config_report.h"
 #include "engine/base/log.h"
 #include "server/daemon_options.h"
-#include "server/model_startup.h"
+#include "server/daemon_run.h"
 #include "server/startup_banner.h"
 
 namespace {
@@ -19,7 +19,6 @@ namespace {
 // Exit codes: 2 = bad command line or configuration (a supervisor should not restart),
 // 1 = failure after the configuration was accepted.
 constexpr int kExitBadConfig = 2;
-constexpr int kExitFailure = 1;
 
 }  // namespace
 
@@ -70,13 +69,5 @@ int main(int argc, char** argv) {
   for (const std::string& line : config::config_summary_lines(loaded->config)) {
     spdlog::info("config: {}", line);
   }
-  const Result<server::StartedModel> model = server::start_model(loaded->config);
-  if (!model.ok()) {
-    spdlog::error("cannot start: {}", model.status().to_string());
-    return kExitFailure;
-  }
-  spdlog::error(
-      "serving is not built yet: tandemd validated its configuration, loaded the model and "
-      "planned the expert placement, and exits");
-  return kExitFailure;
+  return server::run_daemon(loaded->config, "/proc/self/exe");
 }

@@ -92,6 +92,16 @@ void plan_budget(const ExpertTable* stats, const ExpertSizes& sizes, uint64_t bu
                  DeviceMap& map) {
   const uint64_t e = map.n_experts();
   const uint64_t total = map.layers().size() * e;
+  if (stats != nullptr && total > 0 &&
+      std::all_of(sizes.bytes.begin(), sizes.bytes.end(),
+                  [&](uint64_t b) { return b == sizes.bytes[0]; })) {
+    // Every expert has the same size (one weight type throughout, the usual case): first fit in
+    // frequency order takes exactly the k most frequent, k = budget / size, so a selection
+    // (linear) gives the same set as the full sort below.
+    const uint64_t size = sizes.bytes[0];
+    plan_frequency(*stats, size == 0 ? total : std::min(total, budget / size), map);
+    return;
+  }
   std::vector<uint32_t> idx(total);
   std::iota(idx.begin(), idx.end(), 0u);
   if (stats != nullptr) {

@@ -1,5 +1,5 @@
 // ModelRunner::attention_block: norms, Q/K/V projections, Q/K norm, RoPE, KV append, per-sequence
-// causal GQA attention and the output projection with its residual add.
+// causal GQA attention through each cache's block table, output projection and residual add.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -66,13 +66,9 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   for (size_t s = 0; s < batch.size(); ++s) {
     const SequenceInput& seq = batch[s];
     const size_t ns = seq.tokens.size();
-    const size_t end = seq.start_pos + ns;
-    std::span<float> kc = seq.cache->keys(layer, end);
-    std::span<float> vc = seq.cache->values(layer, end);
-    std::copy_n(k_.data() + token_offset_[s] * kv_dim, ns * kv_dim,
-                kc.data() + seq.start_pos * kv_dim);
-    std::copy_n(v_.data() + token_offset_[s] * kv_dim, ns * kv_dim,
-                vc.data() + seq.start_pos * kv_dim);
+    seq.cache->write(layer, seq.start_pos,
+                     std::span<const float>(k_.data() + token_offset_[s] * kv_dim, ns * kv_dim),
+                     std::span<const float>(v_.data() + token_offset_[s] * kv_dim, ns * kv_dim));
   }
 
   kernels::AttentionConfig cfg;
@@ -80,12 +76,9 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   cfg.n_kv_heads = spec_.n_kv_heads;
   cfg.head_dim = head_dim;
   cfg.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  std::vector<std::span<const float>> kcs(batch.size());
-  std::vector<std::span<const float>> vcs(batch.size());
+  std::vector<kernels::KvBlocks> kvs(batch.size());
   for (size_t s = 0; s < batch.size(); ++s) {
-    const size_t end = batch[s].start_pos + batch[s].tokens.size();
-    kcs[s] = batch[s].cache->keys(layer, end);
-    vcs[s] = batch[s].cache->values(layer, end);
+    kvs[s] = batch[s].cache->blocks(layer, batch[s].start_pos + batch[s].tokens.size());
   }
   const size_t n_items = batch.size() * spec_.n_heads;
   auto run = [&](size_t i0, size_t i1) {
@@ -96,7 +89,7 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
       const size_t ns = seq.tokens.size();
       std::span<const float> qs(q_.data() + token_offset_[s] * q_dim, ns * q_dim);
       std::span<float> out(attn_.data() + token_offset_[s] * q_dim, ns * q_dim);
-      kernels::attention_heads(qs, ns, seq.start_pos, kcs[s], vcs[s], cfg, out, head, head + 1);
+      kernels::attention_heads(qs, ns, seq.start_pos, kvs[s], cfg, out, head, head + 1);
     }
   };
   // Attention reads every cached position once per head: small contexts run on one thread.

@@ -8,18 +8,21 @@
 #include "engine/base/check.h"
 
 namespace tandem::runtime {
+namespace {
+constexpr int32_t kSingleBlock[1] = {0};
+}  // namespace
 
 DenseKvCache::DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions)
     : kv_dim_(kv_dim), max_positions_(max_positions), keys_(n_layers), values_(n_layers) {}
 
-Status DenseKvCache::reserve(size_t n_positions) {
-  if (n_positions > max_positions_) {
-    return out_of_range_error("sequence needs " + std::to_string(n_positions) +
+Status DenseKvCache::prepare_write(size_t start_pos, size_t end_pos) {
+  TANDEM_CHECK(start_pos <= end_pos);
+  if (end_pos > max_positions_) {
+    return out_of_range_error("sequence needs " + std::to_string(end_pos) +
                               " positions; the context limit is " + std::to_string(max_positions_));
   }
-  if (n_positions <= reserved_) return Status();
-  const size_t target =
-      std::min(max_positions_, std::max({n_positions, 2 * reserved_, size_t{16}}));
+  if (end_pos <= reserved_) return Status();
+  const size_t target = std::min(max_positions_, std::max({end_pos, 2 * reserved_, size_t{16}}));
   try {
     for (size_t l = 0; l < keys_.size(); ++l) {
       keys_[l].resize(target * kv_dim_);
@@ -33,14 +36,24 @@ Status DenseKvCache::reserve(size_t n_positions) {
   return Status();
 }
 
-std::span<float> DenseKvCache::keys(size_t layer, size_t n_positions) {
-  TANDEM_CHECK(layer < keys_.size() && n_positions <= reserved_);
-  return std::span<float>(keys_[layer].data(), n_positions * kv_dim_);
+void DenseKvCache::write(size_t layer, size_t start_pos, std::span<const float> k_rows,
+                         std::span<const float> v_rows) {
+  TANDEM_CHECK(layer < keys_.size() && k_rows.size() == v_rows.size());
+  TANDEM_CHECK(kv_dim_ > 0 && k_rows.size() % kv_dim_ == 0);
+  TANDEM_CHECK(start_pos + k_rows.size() / kv_dim_ <= reserved_);
+  std::copy(k_rows.begin(), k_rows.end(), keys_[layer].begin() + start_pos * kv_dim_);
+  std::copy(v_rows.begin(), v_rows.end(), values_[layer].begin() + start_pos * kv_dim_);
 }
 
-std::span<float> DenseKvCache::values(size_t layer, size_t n_positions) {
-  TANDEM_CHECK(layer < values_.size() && n_positions <= reserved_);
-  return std::span<float>(values_[layer].data(), n_positions * kv_dim_);
+kernels::KvBlocks DenseKvCache::blocks(size_t layer, size_t n_positions) const {
+  TANDEM_CHECK(layer < keys_.size() && n_positions <= reserved_);
+  kernels::KvBlocks view;
+  view.keys = keys_[layer].data();
+  view.values = values_[layer].data();
+  view.table = kSingleBlock;
+  view.block_rows = reserved_;
+  view.n_blocks = 1;
+  return view;
 }
 
 void DenseKvCache::set_length(size_t n) {

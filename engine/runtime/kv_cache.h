@@ -1,5 +1,6 @@
-// KvCache: one sequence's float keys and values per layer, behind a small interface so that the
-// scheduler can back it with paged blocks; DenseKvCache is the contiguous implementation.
+// KvCache: one sequence's float keys and values per layer, behind a small interface read through
+// a block table (kernels::KvBlocks); DenseKvCache is the contiguous implementation (one block),
+// PagedKvCache (paged_kv_cache.h) the one backed by the scheduler's shared pool.
 #pragma once
 
 #include <cstddef>
@@ -7,13 +8,14 @@
 #include <vector>
 
 #include "engine/base/status.h"
+#include "kernels/cpu/attention.h"
 
 namespace tandem::runtime {
 
-// Layout per layer: [positions x kv_dim] floats for K and for V, row p = position p (keys stored
-// after RoPE), kv_dim = n_kv_heads * head_dim. length() positions hold valid entries.
-// Owned by the sequence (the scheduler's request); used by one forward pass at a time, on the
-// forward's thread; never shared between two sequences of the same batch.
+// Per layer, K and V rows of kv_dim floats (kv_dim = n_kv_heads * head_dim), row p = position p
+// (keys stored after RoPE). length() positions hold valid entries.
+// Owned by the sequence (the scheduler's request or the CLI's session); used by one forward pass
+// at a time, on the forward's thread; never shared between two sequences of the same batch.
 class KvCache {
  public:
   virtual ~KvCache() = default;
@@ -24,19 +26,25 @@ class KvCache {
   virtual size_t max_positions() const = 0;
   // Positions 0 .. length() - 1 hold valid keys/values.
   virtual size_t length() const = 0;
-  // Makes positions [0, n_positions) addressable. OUT_OF_RANGE when n_positions >
-  // max_positions(); RESOURCE_EXHAUSTED when memory cannot be had. Views taken before are
-  // invalidated.
-  virtual Status reserve(size_t n_positions) = 0;
-  // Contiguous K (or V) rows [0, n_positions) of `layer`, n_positions <= the reserved count.
-  // Valid until the next reserve().
-  virtual std::span<float> keys(size_t layer, size_t n_positions) = 0;
-  virtual std::span<float> values(size_t layer, size_t n_positions) = 0;
-  // Declares positions [0, n) valid (n <= reserved). Shrinking forgets the tail (rewind).
+  // Makes positions [0, end_pos) addressable and [start_pos, end_pos) writable (start_pos <=
+  // end_pos; start_pos may be below length() to rewind). OUT_OF_RANGE when end_pos >
+  // max_positions(); RESOURCE_EXHAUSTED when memory (or KV blocks) cannot be had;
+  // FAILED_PRECONDITION when a position to write lies in storage shared with another sequence
+  // that cannot be copied. On error nothing changes. Views taken before are invalidated.
+  virtual Status prepare_write(size_t start_pos, size_t end_pos) = 0;
+  // Copies rows into positions [start_pos, start_pos + k_rows.size() / kv_dim) of `layer`; k_rows
+  // and v_rows hold whole rows, the same count; the positions must have been prepared. Bugs
+  // (TANDEM_CHECK) otherwise.
+  virtual void write(size_t layer, size_t start_pos, std::span<const float> k_rows,
+                     std::span<const float> v_rows) = 0;
+  // Read view of `layer` covering at least positions [0, n_positions), n_positions <= the
+  // prepared count. Valid until the next prepare_write() (or the cache's destruction).
+  virtual kernels::KvBlocks blocks(size_t layer, size_t n_positions) const = 0;
+  // Declares positions [0, n) valid (n <= prepared). Shrinking forgets the tail (rewind).
   virtual void set_length(size_t n) = 0;
 };
 
-// Contiguous float storage per layer, grown by doubling (up to max_positions) on reserve.
+// Contiguous float storage per layer, grown by doubling (up to max_positions) on prepare_write.
 class DenseKvCache final : public KvCache {
  public:
   DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions);
@@ -45,9 +53,10 @@ class DenseKvCache final : public KvCache {
   size_t kv_dim() const override { return kv_dim_; }
   size_t max_positions() const override { return max_positions_; }
   size_t length() const override { return length_; }
-  Status reserve(size_t n_positions) override;
-  std::span<float> keys(size_t layer, size_t n_positions) override;
-  std::span<float> values(size_t layer, size_t n_positions) override;
+  Status prepare_write(size_t start_pos, size_t end_pos) override;
+  void write(size_t layer, size_t start_pos, std::span<const float> k_rows,
+             std::span<const float> v_rows) override;
+  kernels::KvBlocks blocks(size_t layer, size_t n_positions) const override;
   void set_length(size_t n) override;
 
   // Bytes currently allocated (K and V, all layers).

@@ -96,7 +96,8 @@ Status ModelRunner::forward(std::span<const SequenceInput> batch, ForwardOutput&
                             const ForwardOptions& options) {
   TANDEM_RETURN_IF_ERROR(validate(batch));
   for (const SequenceInput& seq : batch) {
-    TANDEM_RETURN_IF_ERROR(seq.cache->reserve(seq.start_pos + seq.tokens.size()));
+    TANDEM_RETURN_IF_ERROR(
+        seq.cache->prepare_write(seq.start_pos, seq.start_pos + seq.tokens.size()));
   }
   size_t n = 0;
   token_offset_.resize(batch.size());

@@ -76,7 +76,9 @@ class ModelRunner {
   // Runs the batch. Errors (nothing is computed, caches untouched): INVALID_ARGUMENT for an empty
   // batch, an empty token list, a null / foreign-shaped / repeated cache, a start_pos beyond the
   // cache's length, or a token id outside the vocabulary; OUT_OF_RANGE when a sequence would
-  // pass its cache's max_positions; RESOURCE_EXHAUSTED when the cache cannot grow. On success
+  // pass its cache's max_positions; RESOURCE_EXHAUSTED when the cache cannot grow (a paged cache
+  // may then keep blocks it took for earlier sequences of the batch); FAILED_PRECONDITION when a
+  // rewind would write KV blocks shared with another sequence. On success
   // each cache's length is start_pos + n_tokens. An error from an expert worker in the middle of
   // the pass leaves the lengths unchanged but the rows from start_pos on undefined: the caller
   // fails those sequences (or rewinds them to start_pos).

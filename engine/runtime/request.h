@@ -37,6 +37,12 @@ struct Usage {
   friend bool operator==(const Usage&, const Usage&) = default;
 };
 
+// Which stop condition ended a request (at most one is set; neither for length or abort).
+struct StopMatch {
+  std::optional<TokenId> token_id;         // EOS or one of stop_token_ids
+  std::optional<std::string> stop_string;  // one of SamplingParams::stop
+};
+
 // One event on a request's stream: new tokens (is_final false), or the single final event
 // (is_final true; token_ids may still carry the last tokens). Value type.
 struct TokenEvent {
@@ -45,7 +51,8 @@ struct TokenEvent {
   bool is_final = false;
   FinishReason finish_reason = FinishReason::kStop;  // meaningful only when is_final
   Usage usage;                                       // meaningful only when is_final
-  Status error;  // non-OK only for FinishReason::kError (and kDeadline: DEADLINE_EXCEEDED)
+  Status error;       // non-OK only for FinishReason::kError (and kDeadline: DEADLINE_EXCEEDED)
+  StopMatch matched;  // meaningful only when is_final with kStop
 };
 
 // A request as submitted to the engine. Value type; the scheduler thread owns its copy after

@@ -12,11 +12,12 @@ namespace detail {
 // State shared by the queue and every channel (a channel may outlive the queue).
 struct QueueState {
   std::mutex mu;
-  std::condition_variable cv;                 // the scheduler waits here
-  std::deque<AcceptedRequest> pending;        // guarded by mu
-  std::unordered_set<std::string> in_flight;  // guarded by mu
-  bool closed = false;                        // guarded by mu
-  bool wake = false;                          // guarded by mu: a cancel happened
+  std::condition_variable cv;           // the scheduler waits here
+  std::deque<AcceptedRequest> pending;  // guarded by mu
+  // Requests accepted whose final event was not pushed yet, by id (for cancel by id).
+  std::unordered_map<std::string, std::weak_ptr<RequestChannel>> in_flight;  // guarded by mu
+  bool closed = false;                                                       // guarded by mu
+  bool wake = false;  // guarded by mu: a cancel happened
 
   void wake_scheduler() {
     {
@@ -52,6 +53,13 @@ void RequestChannel::push(TokenEvent event) {
     events_.push_back(std::move(event));
   }
   cv_.notify_all();
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  if (listener_) listener_();
+}
+
+void RequestChannel::set_listener(std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  listener_ = std::move(listener);
 }
 
 // --- RequestHandle ---
@@ -103,6 +111,11 @@ void RequestHandle::cancel() {
   if (channel_ != nullptr) channel_->request_cancel();
 }
 
+void RequestHandle::set_listener(std::function<void()> listener) {
+  TANDEM_CHECK(channel_ != nullptr);
+  channel_->set_listener(std::move(listener));
+}
+
 // --- RequestQueue ---
 
 RequestQueue::RequestQueue(size_t capacity, Validator validator)
@@ -144,7 +157,7 @@ Result<RequestHandle> RequestQueue::submit(Request request) {
       return resource_exhausted_error("request queue full: " + std::to_string(capacity_) +
                                       " requests in flight; retry later");
     }
-    state_->in_flight.insert(request.id);
+    state_->in_flight.emplace(request.id, channel);
     state_->pending.push_back({std::move(request), channel});
   }
   state_->cv.notify_all();
@@ -177,7 +190,7 @@ void RequestQueue::push_tokens(RequestChannel& channel, std::vector<TokenId> tok
 }
 
 void RequestQueue::finish(RequestChannel& channel, FinishReason reason, Usage usage, Status error,
-                          std::vector<TokenId> last_token_ids) {
+                          std::vector<TokenId> last_token_ids, StopMatch matched) {
   {
     std::lock_guard<std::mutex> lock(channel.mu_);
     if (channel.final_pushed_) return;
@@ -194,7 +207,21 @@ void RequestQueue::finish(RequestChannel& channel, FinishReason reason, Usage us
   event.finish_reason = reason;
   event.usage = usage;
   event.error = std::move(error);
+  event.matched = std::move(matched);
   channel.push(std::move(event));
+}
+
+bool RequestQueue::cancel(const std::string& id) {
+  std::shared_ptr<RequestChannel> channel;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->in_flight.find(id);
+    if (it == state_->in_flight.end()) return false;
+    channel = it->second.lock();
+  }
+  if (channel == nullptr) return false;
+  channel->request_cancel();
+  return true;
 }
 
 void RequestQueue::close() {

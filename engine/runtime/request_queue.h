@@ -12,7 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/base/result.h"
@@ -46,14 +46,17 @@ class RequestChannel {
 
   void request_cancel();
   void push(TokenEvent event);
+  void set_listener(std::function<void()> listener);
 
   const std::string id_;
   const std::shared_ptr<detail::QueueState> queue_;  // to wake the scheduler on cancel
   std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<TokenEvent> events_;  // guarded by mu_
-  bool final_pushed_ = false;      // guarded by mu_
+  std::deque<TokenEvent> events_;   // guarded by mu_
+  bool final_pushed_ = false;       // guarded by mu_
+  std::mutex listener_mu_;          // held while the listener runs and while it is replaced
+  std::function<void()> listener_;  // guarded by listener_mu_
 };
 
 // The caller's end of one request: reads its events and cancels it. Move-only. Methods may be
@@ -82,6 +85,12 @@ class RequestHandle {
   void cancel();
   // True once the final event has been read through this handle.
   bool done() const { return final_read_; }
+  // Installs a callback run after every event pushed from now on (on the pushing thread, usually
+  // the scheduler's; outside the event lock, so it may call try_next()), for readers that are
+  // woken rather than blocking in next(). It must be quick and must not call set_listener.
+  // Replacing it (set_listener({}) to remove) waits for a running call to return, so that after
+  // it returns the old callback never runs again. Requires valid().
+  void set_listener(std::function<void()> listener);
 
  private:
   std::optional<TokenEvent> take_locked();
@@ -128,7 +137,12 @@ class RequestQueue {
   // Scheduler thread: pushes the final event (once; later calls are ignored) and frees the
   // request's id and slot. `error` is the status for kError/kDeadline events (OK otherwise).
   void finish(RequestChannel& channel, FinishReason reason, Usage usage, Status error = Status(),
-              std::vector<TokenId> last_token_ids = {});
+              std::vector<TokenId> last_token_ids = {}, StopMatch matched = {});
+
+  // Any thread: cancels the in-flight request `id` as RequestHandle::cancel does (it ends with a
+  // final kAbort event at the scheduler's next step). False when no such request is in flight
+  // (unknown or already finished), which callers treat as success (aborting is idempotent).
+  bool cancel(const std::string& id);
 
   // Any thread: later submissions fail with UNAVAILABLE; wakes the scheduler. Requests already
   // accepted stay in flight until the scheduler finishes them.

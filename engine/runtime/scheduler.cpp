@@ -12,6 +12,7 @@
 #include "engine/base/check.h"
 #include "engine/runtime/batch.h"
 #include "engine/runtime/kv_cache.h"
+#include "engine/runtime/paged_kv_cache.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/scheduler_policy.h"
 #include "engine/runtime/stop_conditions.h"
@@ -32,10 +33,11 @@ struct Scheduler::Sequence {
   int64_t max_total_tokens = 0;
   int64_t computed = 0;  // tokens whose KV is in `cache`
   std::optional<Clock::time_point> deadline;
-  std::unique_ptr<KvCache> cache;  // only while running
+  std::unique_ptr<PagedKvCache> cache;  // only while running; frees its blocks when reset
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StopConditions> stop;
   std::unique_ptr<tokenizer::StreamingDetokenizer> detok;
+  bool started = false;  // admitted at least once (RoutingObserver::on_started was called)
 
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_tokens; }
   Usage usage() const { return Usage{prompt_tokens, generated(), 0}; }
@@ -55,18 +57,31 @@ class Scheduler::Loop {
         return;
       }
       if (running_.empty() && waiting_.empty()) {
+        publish_load();
         if (stopping) return;
         s_.queue_->wait_for_work(kIdleWait);
         continue;
       }
       step();
+      publish_load();
     }
+  }
+
+  void publish_load() {
+    s_.load_running_.store(static_cast<int64_t>(running_.size()), std::memory_order_relaxed);
+    s_.load_waiting_.store(static_cast<int64_t>(waiting_.size()), std::memory_order_relaxed);
+    s_.load_kv_used_.store(s_.allocator_.total_blocks() - s_.allocator_.free_blocks(),
+                           std::memory_order_relaxed);
+    s_.heartbeat_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   }
 
   // Ends every sequence with kAbort (stop(kAbort), or never started).
   void abort_all() {
     for (SeqId id : running_) s_.allocator_.free_sequence(id);
     for (auto& [id, seq] : seqs_) {
+      if (s_.options_.routing_observer != nullptr) {
+        s_.options_.routing_observer->on_finished(seq.channel->id());
+      }
       s_.queue_->finish(*seq.channel, FinishReason::kAbort, seq.usage());
     }
     seqs_.clear();
@@ -144,8 +159,13 @@ class Scheduler::Loop {
       waiting_.pop_front();
       running_.push_back(id);
       Sequence& q = seqs_.at(id);
-      q.cache = s_.runner_->new_kv_cache(static_cast<size_t>(q.max_total_tokens));
+      q.cache = std::make_unique<PagedKvCache>(*s_.pool_, s_.allocator_, q.id,
+                                               static_cast<size_t>(q.max_total_tokens));
       q.computed = 0;
+      if (s_.options_.routing_observer != nullptr && !q.started) {
+        q.started = true;
+        s_.options_.routing_observer->on_started(q.channel->id());
+      }
     }
     if (plan.work.empty()) {
       // Nothing could run (e.g. every running sequence was dropped); avoid spinning when idle.
@@ -161,9 +181,11 @@ class Scheduler::Loop {
     inputs_.clear();
     for (const ScheduledWork& w : work) {
       Sequence& q = seqs_.at(w.id);
-      const Status grown = s_.allocator_.grow(q.id, w.kv_tokens);
-      TANDEM_CHECK(grown.ok());  // plan_step reserved the blocks
       TANDEM_CHECK(w.start == q.computed);
+      // Takes the blocks plan_step reserved (and copies shared ones) from the pool.
+      const Status grown =
+          q.cache->prepare_write(static_cast<size_t>(w.start), static_cast<size_t>(w.kv_tokens));
+      TANDEM_CHECK(grown.ok());
       SequenceInput in;
       in.cache = q.cache.get();
       in.tokens = std::span<const int32_t>(q.tokens).subspan(static_cast<size_t>(w.start),
@@ -172,12 +194,22 @@ class Scheduler::Loop {
       in.logits = w.samples ? LogitsWanted::kLast : LogitsWanted::kNone;
       inputs_.push_back(in);
     }
-    const Status status = s_.runner_->forward(inputs_, out_);
+    RoutingObserver* observer = s_.options_.routing_observer;
+    const Status status =
+        s_.runner_->forward(inputs_, out_, ForwardOptions{.record_routing = observer != nullptr});
     s_.steps_.fetch_add(1, std::memory_order_relaxed);
     if (!status.ok()) {
       // The batch's caches are undefined from the chunk on: fail its sequences.
       for (const ScheduledWork& w : work) end(w.id, FinishReason::kError, status);
       return;
+    }
+    if (observer != nullptr) {
+      routed_.clear();
+      for (const ScheduledWork& w : work) {
+        const RoutedToken owner{&seqs_.at(w.id).channel->id(), w.kind == WorkKind::kPrefill};
+        routed_.insert(routed_.end(), static_cast<size_t>(w.num_tokens), owner);
+      }
+      observer->on_forward(out_.routing, routed_);
     }
     for (size_t i = 0; i < work.size(); ++i) {
       const ScheduledWork& w = work[i];
@@ -211,16 +243,22 @@ class Scheduler::Loop {
       decision.text += q.detok->flush();  // an unfinished UTF-8 character becomes U+FFFD
     }
     if (!decision.text.empty()) s_.queue_->push_tokens(*q.channel, {}, std::move(decision.text));
-    end(q.id, decision.reason, Status(), {token});
+    end(q.id, decision.reason, Status(), {token},
+        StopMatch{decision.matched_token_id, std::move(decision.matched_stop_string)});
   }
 
   // Pushes the final event, frees the KV blocks and forgets the sequence.
-  void end(SeqId id, FinishReason reason, Status error, std::vector<TokenId> last = {}) {
+  void end(SeqId id, FinishReason reason, Status error, std::vector<TokenId> last = {},
+           StopMatch matched = {}) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return;
     Sequence& q = it->second;
     s_.allocator_.free_sequence(id);
-    s_.queue_->finish(*q.channel, reason, q.usage(), std::move(error), std::move(last));
+    if (s_.options_.routing_observer != nullptr) {
+      s_.options_.routing_observer->on_finished(q.channel->id());
+    }
+    s_.queue_->finish(*q.channel, reason, q.usage(), std::move(error), std::move(last),
+                      std::move(matched));
     std::erase(running_, id);
     std::erase(waiting_, id);
     seqs_.erase(it);
@@ -235,12 +273,16 @@ class Scheduler::Loop {
   std::vector<RunningSeq> running_view_;
   std::vector<WaitingSeq> waiting_view_;
   std::vector<SequenceInput> inputs_;
+  std::vector<RoutedToken> routed_;
   ForwardOutput out_;
 };
 
 Scheduler::Scheduler(std::unique_ptr<ModelRunner> runner, SchedulerOptions options,
-                     KvBlockAllocator allocator)
-    : runner_(std::move(runner)), options_(std::move(options)), allocator_(std::move(allocator)) {
+                     KvBlockAllocator allocator, std::unique_ptr<KvPool> pool)
+    : runner_(std::move(runner)),
+      options_(std::move(options)),
+      allocator_(std::move(allocator)),
+      pool_(std::move(pool)) {
   budget_ = KvBudget{allocator_.total_blocks(), allocator_.block_tokens()};
   queue_ = std::make_unique<RequestQueue>(options_.queue_capacity,
                                           [this](const Request& r) { return validate(r); });
@@ -274,22 +316,54 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner
                       kv.block_tokens * per_token;
   }
   TANDEM_ASSIGN_OR_RETURN(KvBlockAllocator allocator, KvBlockAllocator::create(kv));
+  // The whole budget's KV memory, once: every running sequence's cache lives in it.
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool,
+                          KvPool::create(probe->n_layers(), probe->kv_dim(),
+                                         static_cast<size_t>(allocator.block_tokens()),
+                                         static_cast<size_t>(allocator.total_blocks())));
   TANDEM_RETURN_IF_ERROR(validate_scheduler_limits(
       options.limits, KvBudget{allocator.total_blocks(), allocator.block_tokens()}));
   if (options.eos_token_ids.empty() && runner->spec().eos_token_id.has_value()) {
     options.eos_token_ids.push_back(static_cast<int32_t>(*runner->spec().eos_token_id));
   }
   return std::unique_ptr<Scheduler>(
-      new Scheduler(std::move(runner), std::move(options), std::move(allocator)));
+      new Scheduler(std::move(runner), std::move(options), std::move(allocator), std::move(pool)));
 }
 
 Scheduler::~Scheduler() {
   stop(StopMode::kAbort);
 }
 
+void Scheduler::close_admission() {
+  queue_->close();
+}
+
+bool Scheduler::cancel(const std::string& id) {
+  return queue_->cancel(id);
+}
+
+size_t Scheduler::in_flight() const {
+  return queue_->in_flight();
+}
+
+SchedulerLoad Scheduler::load() const {
+  SchedulerLoad load;
+  load.running = load_running_.load(std::memory_order_relaxed);
+  load.waiting = load_waiting_.load(std::memory_order_relaxed);
+  load.kv_used_blocks = load_kv_used_.load(std::memory_order_relaxed);
+  load.kv_total_blocks = budget_.total_blocks;
+  load.kv_block_tokens = budget_.block_tokens;
+  load.steps = steps_.load(std::memory_order_relaxed);
+  load.preemptions = preemptions_.load(std::memory_order_relaxed);
+  load.heartbeat =
+      Clock::time_point(Clock::duration(heartbeat_ns_.load(std::memory_order_relaxed)));
+  return load;
+}
+
 Status Scheduler::start() {
   if (started_) return failed_precondition_error("scheduler already started");
   started_ = true;
+  heartbeat_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   thread_ = std::thread([this] { loop_->run(); });
   return Status();
 }

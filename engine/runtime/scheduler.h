@@ -14,7 +14,9 @@
 #include "engine/base/status.h"
 #include "engine/runtime/kv_block_allocator.h"
 #include "engine/runtime/model_runner.h"
+#include "engine/runtime/paged_kv_cache.h"
 #include "engine/runtime/request_queue.h"
+#include "engine/runtime/routing_observer.h"
 #include "engine/runtime/scheduler_types.h"
 
 namespace tandem::tokenizer {
@@ -39,9 +41,26 @@ struct SchedulerOptions {
   // text and stop strings work; without it, text is empty and requests with stop strings are
   // rejected at submission.
   const tokenizer::Tokenizer* tokenizer = nullptr;
+  // Optional, non-owning, must outlive the scheduler: told about every forward pass's routing
+  // (the forward then records it, a copy of n_tokens * k ids and weights per MoE layer).
+  RoutingObserver* routing_observer = nullptr;
   // Test seam: called on the scheduler thread after each forward pass's events were pushed, with
   // the number of forward passes so far. Blocking in it pauses the loop. Empty: nothing.
   std::function<void(int64_t)> after_step;
+};
+
+// The loop's load, published after every loop iteration. A plain value.
+struct SchedulerLoad {
+  int64_t running = 0;  // sequences holding KV
+  int64_t waiting = 0;  // accepted, not running (new or preempted)
+  int64_t kv_used_blocks = 0;
+  int64_t kv_total_blocks = 0;
+  int64_t kv_block_tokens = 0;  // positions per block
+  int64_t steps = 0;            // forward passes so far
+  int64_t preemptions = 0;      // sequences preempted so far
+  // When the loop last finished an iteration (idle waits included): a loop that stops advancing
+  // this while it has work is wedged (liveness, hardening row C13).
+  Clock::time_point heartbeat{};
 };
 
 enum class StopMode {
@@ -49,12 +68,12 @@ enum class StopMode {
   kAbort,  // end every accepted request with a final kAbort event at once
 };
 
-// KV memory: each running sequence owns a DenseKvCache (created at admission with max_positions =
-// prompt + max_tokens, grown by doubling as positions are written, released when the sequence
-// finishes or is preempted); the KvBlockAllocator is the budget and decides admission and
-// preemption. Block-backed storage (a shared pool addressed through the allocator's block
-// tables) is not done: the KvCache interface hands attention contiguous per-layer K/V spans, so
-// paged storage needs attention to read through a block table first.
+// KV memory is paged: create() allocates one KvPool holding every block of the budget (block_tokens
+// positions x kv_dim floats, K and V, per layer) and never allocates KV memory again. The
+// KvBlockAllocator owns the block bookkeeping and decides admission and preemption; each running
+// sequence's PagedKvCache (created at admission with max_positions = prompt + max_tokens) is a view
+// into the pool through its block table, and attention reads K/V through that table. A finished or
+// preempted sequence's blocks return to the allocator's free list for reuse.
 //
 // Threads: submit and the counters from any thread; create/start/stop/running and the
 // destructor from the thread that owns the Scheduler (never the scheduler thread). The ModelRunner,
@@ -86,11 +105,25 @@ class Scheduler {
   // RequestQueue::submit. Accepted before start() is fine: the loop picks it up when it runs.
   Result<RequestHandle> submit(Request request);
 
+  // Any thread: later submits fail UNAVAILABLE; accepted requests keep running. For a drain with a
+  // grace period: close_admission(), wait for in_flight() to reach 0 or the grace to pass, then
+  // stop(StopMode::kAbort).
+  void close_admission();
+  // Any thread: cancels the in-flight request `id` (RequestQueue::cancel). False when no such
+  // request is in flight.
+  bool cancel(const std::string& id);
+  // Any thread: requests accepted and not yet finished.
+  size_t in_flight() const;
+  // Any thread: the latest published load.
+  SchedulerLoad load() const;
+
   // Block counts of the KV budget. Read them only while the loop is not running (before start or
   // after stop).
   int64_t kv_total_blocks() const { return allocator_.total_blocks(); }
   int64_t kv_free_blocks() const { return allocator_.free_blocks(); }
   Status kv_check_invariants() const { return allocator_.check_invariants(); }
+  // Bytes of the KV pool (allocated once at create, the whole budget in whole blocks). Any thread.
+  size_t kv_pool_bytes() const { return pool_->bytes(); }
   // Forward passes run so far (steps with work). Any thread.
   int64_t steps() const { return steps_.load(std::memory_order_relaxed); }
   // Sequences preempted (KV freed, to be recomputed) so far. Any thread.
@@ -102,13 +135,14 @@ class Scheduler {
   class Loop;
 
   Scheduler(std::unique_ptr<ModelRunner> runner, SchedulerOptions options,
-            KvBlockAllocator allocator);
+            KvBlockAllocator allocator, std::unique_ptr<KvPool> pool);
   Status validate(const Request& request) const;
 
   std::unique_ptr<ModelRunner> runner_;
   SchedulerOptions options_;
   KvBudget budget_;
   KvBlockAllocator allocator_;
+  std::unique_ptr<KvPool> pool_;  // declared before loop_: the sequences' caches point into it
   std::unique_ptr<RequestQueue> queue_;
   std::unique_ptr<Loop> loop_;
   std::thread thread_;
@@ -117,6 +151,10 @@ class Scheduler {
   std::atomic<int> stop_mode_{0};
   std::atomic<int64_t> steps_{0};
   std::atomic<int64_t> preemptions_{0};
+  std::atomic<int64_t> load_running_{0};
+  std::atomic<int64_t> load_waiting_{0};
+  std::atomic<int64_t> load_kv_used_{0};
+  std::atomic<int64_t> heartbeat_ns_{0};  // Clock::time_point since epoch, in ns
 };
 
 }  // namespace tandem::runtime

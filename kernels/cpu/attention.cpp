@@ -1,4 +1,4 @@
-// Causal GQA attention scalar reference.
+// Causal GQA attention scalar reference over contiguous or block-table (paged) KV rows.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -9,8 +9,7 @@
 
 namespace tandem::kernels {
 
-void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos,
-                     std::span<const float> k_cache, std::span<const float> v_cache,
+void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, const KvBlocks& kv,
                      const AttentionConfig& config, std::span<float> out, size_t head_begin,
                      size_t head_end) {
   const size_t n_heads = config.n_heads;
@@ -18,31 +17,67 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos,
   const size_t dim = config.head_dim;
   TANDEM_CHECK(n_heads > 0 && n_kv > 0 && dim > 0 && n_heads % n_kv == 0);
   TANDEM_CHECK(q.size() == n_q * n_heads * dim && out.size() == q.size());
-  const size_t kv_row = n_kv * dim;
-  TANDEM_CHECK(k_cache.size() == v_cache.size() && k_cache.size() % kv_row == 0);
-  TANDEM_CHECK(k_cache.size() / kv_row >= start_pos + n_q);
   TANDEM_CHECK(head_begin <= head_end && head_end <= n_heads);
+  if (n_q == 0) return;
+  const size_t rows = kv.block_rows;
+  TANDEM_CHECK(kv.keys != nullptr && kv.values != nullptr && rows > 0);
+  const size_t n_ctx = start_pos + n_q;
+  const size_t used_blocks = (n_ctx + rows - 1) / rows;
+  TANDEM_CHECK(kv.table.size() >= used_blocks);
+  for (size_t b = 0; b < used_blocks; ++b) {
+    TANDEM_CHECK(kv.table[b] >= 0 && static_cast<size_t>(kv.table[b]) < kv.n_blocks);
+  }
+  const size_t kv_row = n_kv * dim;
+  const size_t block_stride = rows * kv_row;
   const size_t group = n_heads / n_kv;
   thread_local std::vector<float> scores;
-  scores.resize(start_pos + n_q);
+  scores.resize(n_ctx);
   for (size_t i = 0; i < n_q; ++i) {
     const size_t n_keys = start_pos + i + 1;
     for (size_t h = head_begin; h < head_end; ++h) {
       const float* qh = q.data() + (i * n_heads + h) * dim;
-      const size_t kvh = h / group;
-      for (size_t p = 0; p < n_keys; ++p) {
-        scores[p] = config.scale * dot_f32(qh, k_cache.data() + p * kv_row + kvh * dim, dim);
+      const size_t head_off = (h / group) * dim;
+      // Positions in ascending order, one block of contiguous rows at a time.
+      for (size_t p0 = 0, b = 0; p0 < n_keys; p0 += rows, ++b) {
+        const float* kb = kv.keys + static_cast<size_t>(kv.table[b]) * block_stride + head_off;
+        const size_t n_rows = std::min(rows, n_keys - p0);
+        for (size_t r = 0; r < n_rows; ++r) {
+          scores[p0 + r] = config.scale * dot_f32(qh, kb + r * kv_row, dim);
+        }
       }
       softmax(std::span<float>(scores.data(), n_keys));
       float* oh = out.data() + (i * n_heads + h) * dim;
       std::fill(oh, oh + dim, 0.0f);
-      for (size_t p = 0; p < n_keys; ++p) {
-        const float w = scores[p];
-        const float* vp = v_cache.data() + p * kv_row + kvh * dim;
-        for (size_t d = 0; d < dim; ++d) oh[d] += w * vp[d];
+      for (size_t p0 = 0, b = 0; p0 < n_keys; p0 += rows, ++b) {
+        const float* vb = kv.values + static_cast<size_t>(kv.table[b]) * block_stride + head_off;
+        const size_t n_rows = std::min(rows, n_keys - p0);
+        for (size_t r = 0; r < n_rows; ++r) {
+          const float w = scores[p0 + r];
+          const float* vp = vb + r * kv_row;
+          for (size_t d = 0; d < dim; ++d) oh[d] += w * vp[d];
+        }
       }
     }
   }
+}
+
+void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos,
+                     std::span<const float> k_cache, std::span<const float> v_cache,
+                     const AttentionConfig& config, std::span<float> out, size_t head_begin,
+                     size_t head_end) {
+  TANDEM_CHECK(config.n_kv_heads > 0 && config.head_dim > 0);
+  const size_t kv_row = config.n_kv_heads * config.head_dim;
+  TANDEM_CHECK(k_cache.size() == v_cache.size() && k_cache.size() % kv_row == 0);
+  TANDEM_CHECK(k_cache.size() / kv_row >= start_pos + n_q);
+  static constexpr int32_t kOneBlock[1] = {0};
+  KvBlocks kv;
+  kv.keys = k_cache.data();
+  kv.values = v_cache.data();
+  kv.table = kOneBlock;
+  kv.block_rows = k_cache.size() / kv_row;
+  kv.n_blocks = 1;
+  if (kv.block_rows == 0) return;  // then n_q == 0 (checked above): nothing to compute
+  attention_heads(q, n_q, start_pos, kv, config, out, head_begin, head_end);
 }
 
 void attention(std::span<const float> q, size_t n_q, size_t start_pos,

@@ -198,6 +198,42 @@ TEST_CASE("budget: most frequent experts that fit, with per-layer expert sizes",
   }
 }
 
+TEST_CASE("budget with equal expert sizes takes the same set as first fit over a full sort",
+          "[placement]") {
+  // Equal sizes take the selection shortcut; the reference walks the full sort (ties: count
+  // descending, layer ascending, expert ascending) and takes every expert that still fits.
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> small(0, 5);  // many ties
+  ExpertTable t;
+  t.n_experts = 64;
+  for (uint32_t l = 0; l < 12; ++l) t.layers.push_back(l);
+  for (size_t i = 0; i < 12 * 64; ++i) t.values.push_back(small(rng));
+  const ExpertSizes s = sizes_of(t.layers, 64, std::vector<uint64_t>(12, 1000));
+  std::vector<std::tuple<double, uint32_t, uint32_t>> all;
+  for (uint32_t l = 0; l < 12; ++l) {
+    for (uint32_t e = 0; e < 64; ++e) all.emplace_back(-t.at(l, e), l, e);
+  }
+  std::sort(all.begin(), all.end());
+  for (uint64_t budget : {0ull, 999ull, 1000ull, 123456ull, 767999ull, 768000ull, 10000000ull}) {
+    PlanRequest req;
+    req.policy = PlacementPolicy::kBudget;
+    req.gpu_memory_budget = budget;
+    Result<Placement> p = plan_placement(req, t.layers, 64, &t, &s);
+    REQUIRE(p.ok());
+    Pairs expected;
+    uint64_t left = budget;
+    for (const auto& [v, l, e] : all) {
+      if (left >= 1000) {
+        left -= 1000;
+        expected.emplace_back(l, e);
+      }
+    }
+    std::sort(expected.begin(), expected.end());
+    INFO("budget " << budget);
+    CHECK(p->map.gpu_experts() == expected);
+  }
+}
+
 TEST_CASE("bad planner inputs are refused, never abort", "[placement]") {
   PlanRequest req;
   req.num_gpu_experts = 2;

@@ -1,0 +1,60 @@
+// `tandem bench --concurrency`: N sequences decoding together through the engine Scheduler (the
+// serving path), for one or more N; the testable core and its row type.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/base/result.h"
+#include "engine/base/status.h"
+
+namespace tandem::runtime {
+class ModelRunner;
+}  // namespace tandem::runtime
+
+namespace tandem::cli {
+
+// The figures of one concurrency level. Times are wall-clock seconds on the scheduler thread:
+// prefill_s from start() to the end of the first forward pass (which prefills every prompt and
+// samples each sequence's first token), decode_s from there to the end of the last pass.
+struct ConcurrencyRow {
+  int concurrency = 0;
+  size_t threads = 0;             // the runner's forward threads
+  int64_t prompt_tokens = 0;      // all sequences together
+  int64_t completion_tokens = 0;  // all sequences together (usage of the final events)
+  int64_t decode_tokens = 0;      // tokens sampled after the first pass
+  int64_t steps = 0;              // forward passes the scheduler ran
+  double prefill_s = 0;
+  double decode_s = 0;
+  double decode_tokens_per_s = 0;  // aggregate over all sequences
+  double per_sequence_tokens_per_s = 0;
+  // CPU seconds of the whole process over the decode passes, and decode tokens per CPU-second:
+  // on a shared machine these move less with the load than wall-clock figures.
+  double decode_cpu_s = 0;
+  double decode_tokens_per_cpu_s = 0;
+  bool single_prefill_step = false;  // the first pass held every prompt (steps == gen tokens)
+};
+
+// "1,4,16" (or "1 4 16") -> {1, 4, 16}. INVALID_ARGUMENT for anything else, zero, or more than
+// 1024 per entry.
+Result<std::vector<int>> parse_concurrency_list(const std::string& text);
+
+// Runs `tandem bench` in concurrency mode with `args` (the arguments after "bench", which must
+// include --concurrency): --model M --concurrency LIST [--prompt-tokens N (default 32)]
+// [--gen-tokens N (default 32, >= 2)] [--threads T] [--json]. For each N: a fresh ModelRunner and
+// Scheduler over the one opened checkpoint; N greedy requests (distinct synthetic prompts,
+// ignore_eos, max_tokens = gen tokens) submitted before the loop starts; figures from the
+// scheduler's per-step timestamps. Prints a table (or one JSON object with --json) to `out`,
+// diagnostics to `err`. `configure_runner`, when set, is applied to each runner before it goes
+// into the scheduler (e.g. to route experts to a GPU worker). Returns 0, 2 for usage / model
+// errors, 1 when a request fails. Main thread only.
+int bench_concurrency_main(
+    std::span<const std::string> args, std::ostream& out, std::ostream& err,
+    const std::function<Status(runtime::ModelRunner&)>& configure_runner = {});
+
+}  // namespace tandem::cli

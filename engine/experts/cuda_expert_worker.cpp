@@ -1,0 +1,402 @@
+// CudaExpertWorker: device copies of the placed experts; per job gather ids, copy in, two
+// grouped launches, copy out, scatter rows.
+#include "engine/experts/cuda_expert_worker.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "engine/base/check.h"
+#include "engine/experts/cpu_expert_worker.h"
+#include "kernels/cuda/expert_ffn.h"
+
+namespace tandem::experts {
+
+namespace {
+
+namespace kc = kernels::cuda;
+
+constexpr uint64_t kAlign = 256;
+constexpr uint32_t kNoRow = UINT32_MAX;
+
+uint64_t align_up(uint64_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+std::string mib(uint64_t bytes) {
+  return std::to_string(bytes) + " bytes (" + std::to_string(bytes / (1024 * 1024)) + " MiB)";
+}
+
+Status cuda_error(cudaError_t err, const std::string& what) {
+  return internal_error("CUDA " + what + " failed: " + cudaGetErrorString(err));
+}
+
+#define TANDEM_CUDA_RETURN_IF_ERROR(call, what)                                     \
+  do {                                                                              \
+    const cudaError_t tandem_cuda_err_ = (call);                                    \
+    if (tandem_cuda_err_ != cudaSuccess) return cuda_error(tandem_cuda_err_, what); \
+  } while (0)
+
+// A device allocation freed on destruction.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr != nullptr) cudaFree(ptr);
+  }
+  Status reserve(size_t want, const char* what) {
+    if (want <= bytes) return Status();
+    if (ptr != nullptr) cudaFree(ptr);
+    ptr = nullptr;
+    bytes = 0;
+    const cudaError_t err = cudaMalloc(&ptr, want);
+    if (err != cudaSuccess) {
+      ptr = nullptr;
+      cudaGetLastError();  // clear the sticky-free error state of a failed allocation
+      return resource_exhausted_error(std::string("CUDA expert worker: cannot allocate ") +
+                                      mib(want) + " for " + what + ": " + cudaGetErrorString(err));
+    }
+    bytes = want;
+    return Status();
+  }
+};
+
+// A pinned host allocation freed on destruction.
+struct PinnedBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (ptr != nullptr) cudaFreeHost(ptr);
+  }
+  Status reserve(size_t want, const char* what) {
+    if (want <= bytes) return Status();
+    if (ptr != nullptr) cudaFreeHost(ptr);
+    ptr = nullptr;
+    bytes = 0;
+    const cudaError_t err = cudaMallocHost(&ptr, want);
+    if (err != cudaSuccess) {
+      ptr = nullptr;
+      cudaGetLastError();
+      return resource_exhausted_error(std::string("CUDA expert worker: cannot pin ") + mib(want) +
+                                      " of host memory for " + what + ": " +
+                                      cudaGetErrorString(err));
+    }
+    bytes = want;
+    return Status();
+  }
+};
+
+}  // namespace
+
+struct CudaExpertWorker::Layer {
+  TensorType gate_type = TensorType::kF32;
+  TensorType up_type = TensorType::kF32;
+  TensorType down_type = TensorType::kF32;
+  DeviceBuffer weights;                   // every held expert of the layer
+  std::vector<kc::DeviceExpert> experts;  // per model expert; gate == null: not held
+};
+
+struct CudaExpertWorker::Buffers {
+  cudaStream_t stream = nullptr;
+  PinnedBuffer in;    // compacted token rows [n_used x hidden]
+  PinnedBuffer meta;  // slot table, tiles, row_input (copied to d_meta in one transfer)
+  PinnedBuffer out;   // [n_rows x hidden]
+  DeviceBuffer d_x;
+  DeviceBuffer d_meta;
+  DeviceBuffer d_h;
+  DeviceBuffer d_out;
+  std::vector<uint32_t> token_slot;  // token -> compacted row, kNoRow when unused
+  ~Buffers() {
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+CudaExpertWorker::CudaExpertWorker() : buffers_(std::make_unique<Buffers>()) {}
+
+CudaExpertWorker::~CudaExpertWorker() {
+  // Free on the device the memory came from.
+  cudaSetDevice(device_);
+  if (buffers_ && buffers_->stream != nullptr) cudaStreamSynchronize(buffers_->stream);
+  buffers_.reset();
+  layers_.clear();
+}
+
+uint64_t CudaExpertWorker::device_bytes() const {
+  uint64_t total = weight_bytes_;
+  total +=
+      buffers_->d_x.bytes + buffers_->d_meta.bytes + buffers_->d_h.bytes + buffers_->d_out.bytes;
+  return total;
+}
+
+Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
+    const model::ModelSpec& spec, const model::ModelWeights& weights, const ExpertMap& map,
+    const Options& options) {
+  int count = 0;
+  const cudaError_t count_err = cudaGetDeviceCount(&count);
+  if (count_err != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return unavailable_error(
+        std::string("no CUDA device: the CUDA expert worker needs one (cudaGetDeviceCount: ") +
+        (count_err == cudaSuccess ? "0 devices" : cudaGetErrorString(count_err)) + ")");
+  }
+  if (options.device < 0 || options.device >= count) {
+    return invalid_argument_error("CUDA device " + std::to_string(options.device) +
+                                  " does not exist (" + std::to_string(count) + " visible)");
+  }
+  if (map.n_layers() != 0 &&
+      (map.n_layers() != weights.layers.size() || map.n_experts() != spec.n_experts)) {
+    return invalid_argument_error(
+        "expert map covers " + std::to_string(map.n_layers()) + " layers x " +
+        std::to_string(map.n_experts()) + " experts; the model has " +
+        std::to_string(weights.layers.size()) + " x " + std::to_string(spec.n_experts));
+  }
+
+  // Plan (and validate) before touching the device.
+  struct Held {
+    size_t layer;
+    size_t expert;
+    kernels::WeightMatrix gate, up, down;
+  };
+  std::vector<Held> held;
+  std::vector<uint64_t> layer_bytes(weights.layers.size(), 0);
+  for (size_t l = 0; l < weights.layers.size(); ++l) {
+    const model::LayerWeights& lw = weights.layers[l];
+    if (!lw.moe) continue;
+    for (size_t e = 0; e < spec.n_experts; ++e) {
+      if (map.n_layers() != 0 && map.worker(l, e) != options.worker) continue;
+      Held h{l, e, {}, {}, {}};
+      TANDEM_ASSIGN_OR_RETURN(h.gate, weight_matrix_of(lw.experts_gate.expert(e)));
+      TANDEM_ASSIGN_OR_RETURN(h.up, weight_matrix_of(lw.experts_up.expert(e)));
+      TANDEM_ASSIGN_OR_RETURN(h.down, weight_matrix_of(lw.experts_down.expert(e)));
+      const char* names[3] = {"gate", "up", "down"};
+      const kernels::WeightMatrix* ms[3] = {&h.gate, &h.up, &h.down};
+      for (int i = 0; i < 3; ++i) {
+        if (!kc::expert_ffn_supports(ms[i]->type)) {
+          return unimplemented_error(
+              "CUDA expert worker: layer " + std::to_string(l) + " expert " + std::to_string(e) +
+              " " + names[i] + " has weight type " + std::string(tensor_type_name(ms[i]->type)) +
+              "; the CUDA kernels take F32, F16, BF16 and Q8_0 (place these experts on the CPU)");
+        }
+      }
+      if (h.gate.type != h.up.type) {
+        return unimplemented_error("CUDA expert worker: layer " + std::to_string(l) + " expert " +
+                                   std::to_string(e) + " has gate type " +
+                                   std::string(tensor_type_name(h.gate.type)) + " but up type " +
+                                   std::string(tensor_type_name(h.up.type)));
+      }
+      if (h.gate.cols != spec.hidden_size || h.down.rows != spec.hidden_size ||
+          h.up.rows != h.gate.rows || h.down.cols != h.gate.rows) {
+        return invalid_argument_error(
+            "CUDA expert worker: layer " + std::to_string(l) + " expert " + std::to_string(e) +
+            " matrices do not form an FFN of hidden size " + std::to_string(spec.hidden_size));
+      }
+      layer_bytes[l] += align_up(h.gate.rows * h.gate.row_bytes) +
+                        align_up(h.up.rows * h.up.row_bytes) +
+                        align_up(h.down.rows * h.down.row_bytes);
+      held.push_back(h);
+    }
+  }
+  // One type per projection within a layer, one ffn size in the model.
+  for (size_t i = 1; i < held.size(); ++i) {
+    const Held& a = held[i - 1];
+    const Held& b = held[i];
+    if (b.gate.rows != held[0].gate.rows) {
+      return unimplemented_error("CUDA expert worker: experts of different ffn sizes (" +
+                                 std::to_string(held[0].gate.rows) + ", " +
+                                 std::to_string(b.gate.rows) + ")");
+    }
+    if (a.layer == b.layer && (a.gate.type != b.gate.type || a.down.type != b.down.type)) {
+      return unimplemented_error("CUDA expert worker: layer " + std::to_string(b.layer) +
+                                 " mixes weight types across experts");
+    }
+  }
+  uint64_t total = 0;
+  for (uint64_t b : layer_bytes) total += b;
+
+  std::unique_ptr<CudaExpertWorker> worker(new CudaExpertWorker());
+  worker->device_ = options.device;
+  worker->hidden_ = spec.hidden_size;
+  worker->ffn_ = held.empty() ? spec.expert_ffn_size : held[0].gate.rows;
+  TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device), "cudaSetDevice");
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  TANDEM_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  if (total > free_bytes) {
+    return resource_exhausted_error("CUDA device " + std::to_string(options.device) + ": " +
+                                    std::to_string(held.size()) + " experts want " + mib(total) +
+                                    " but only " + mib(free_bytes) + " of " + mib(total_bytes) +
+                                    " are free; place fewer experts on the GPU");
+  }
+  TANDEM_CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&worker->buffers_->stream, cudaStreamNonBlocking),
+      "cudaStreamCreate");
+
+  worker->layers_.resize(weights.layers.size());
+  for (size_t l = 0; l < weights.layers.size(); ++l) {
+    if (layer_bytes[l] == 0) continue;
+    auto layer = std::make_unique<Layer>();
+    const Status s = layer->weights.reserve(layer_bytes[l], "expert weights");
+    if (!s.ok()) {
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      return resource_exhausted_error("CUDA device " + std::to_string(options.device) +
+                                      ": experts want " + mib(total) + ", " + mib(free_bytes) +
+                                      " free now; " + s.message());
+    }
+    layer->experts.assign(spec.n_experts, kc::DeviceExpert{});
+    worker->layers_[l] = std::move(layer);
+  }
+  std::vector<uint64_t> used(weights.layers.size(), 0);
+  for (const Held& h : held) {
+    Layer& layer = *worker->layers_[h.layer];
+    layer.gate_type = h.gate.type;
+    layer.up_type = h.up.type;
+    layer.down_type = h.down.type;
+    auto* base = static_cast<uint8_t*>(layer.weights.ptr);
+    const void* ptrs[3] = {};
+    const kernels::WeightMatrix* ms[3] = {&h.gate, &h.up, &h.down};
+    for (int i = 0; i < 3; ++i) {
+      const uint64_t bytes = ms[i]->rows * ms[i]->row_bytes;
+      uint8_t* dst = base + used[h.layer];
+      TANDEM_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, ms[i]->data, bytes, cudaMemcpyHostToDevice),
+                                  "copy of expert weights to the device");
+      ptrs[i] = dst;
+      used[h.layer] += align_up(bytes);
+    }
+    layer.experts[h.expert] = kc::DeviceExpert{ptrs[0], ptrs[1], ptrs[2]};
+  }
+  worker->weight_bytes_ = total;
+  worker->n_held_ = held.size();
+  return worker;
+}
+
+Status CudaExpertWorker::ensure_capacity(size_t n_tokens, size_t n_rows, size_t n_experts) {
+  Buffers& b = *buffers_;
+  const size_t meta_bytes = n_experts * sizeof(kc::DeviceExpert) +
+                            3 * sizeof(uint32_t) * kc::max_expert_ffn_tiles(n_rows, n_experts) +
+                            sizeof(uint32_t) * n_rows;
+  const size_t x_bytes = std::min(n_tokens, n_rows) * hidden_ * sizeof(float);
+  const size_t out_bytes = n_rows * hidden_ * sizeof(float);
+  TANDEM_RETURN_IF_ERROR(b.in.reserve(x_bytes, "activations in"));
+  TANDEM_RETURN_IF_ERROR(b.meta.reserve(meta_bytes, "expert tables"));
+  TANDEM_RETURN_IF_ERROR(b.out.reserve(out_bytes, "partial sums out"));
+  TANDEM_RETURN_IF_ERROR(b.d_x.reserve(x_bytes, "activations"));
+  TANDEM_RETURN_IF_ERROR(b.d_meta.reserve(meta_bytes, "expert tables"));
+  TANDEM_RETURN_IF_ERROR(b.d_h.reserve(n_rows * ffn_ * sizeof(float), "gate/up results"));
+  TANDEM_RETURN_IF_ERROR(b.d_out.reserve(out_bytes, "expert outputs"));
+  if (b.token_slot.size() < n_tokens) b.token_slot.resize(n_tokens);
+  return Status();
+}
+
+Status CudaExpertWorker::run(const ExpertJob& job) {
+  TANDEM_CHECK(job.groups != nullptr);
+  const ExpertGroups& g = *job.groups;
+  const size_t n_experts = g.expert_ids.size();
+  const size_t n_rows = g.pairs.size();
+  if (n_experts == 0 || n_rows == 0) return Status();
+  if (job.layer >= layers_.size() || layers_[job.layer] == nullptr) {
+    return failed_precondition_error("CUDA expert worker holds no experts of layer " +
+                                     std::to_string(job.layer));
+  }
+  if (job.hidden != hidden_) {
+    return failed_precondition_error("CUDA expert worker: hidden size " +
+                                     std::to_string(job.hidden) + ", the model's is " +
+                                     std::to_string(hidden_));
+  }
+  const Layer& layer = *layers_[job.layer];
+  for (int32_t e : g.expert_ids) {
+    if (e < 0 || static_cast<size_t>(e) >= layer.experts.size() ||
+        layer.experts[static_cast<size_t>(e)].gate == nullptr) {
+      return failed_precondition_error("CUDA expert worker does not hold layer " +
+                                       std::to_string(job.layer) + " expert " + std::to_string(e));
+    }
+  }
+  TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_), "cudaSetDevice");
+  TANDEM_RETURN_IF_ERROR(ensure_capacity(job.n_tokens, n_rows, n_experts));
+  Buffers& b = *buffers_;
+  const size_t hidden = hidden_;
+
+  // Tables: slot -> device expert, tiles, row -> compacted input row; and the input rows.
+  auto* meta = static_cast<uint8_t*>(b.meta.ptr);
+  auto* slots = reinterpret_cast<kc::DeviceExpert*>(meta);
+  for (size_t i = 0; i < n_experts; ++i) {
+    slots[i] = layer.experts[static_cast<size_t>(g.expert_ids[i])];
+  }
+  const size_t slots_bytes = n_experts * sizeof(kc::DeviceExpert);
+  auto* tiles = reinterpret_cast<uint32_t*>(meta + slots_bytes);
+  const size_t n_tiles = kc::make_expert_ffn_tiles(g.offsets.data(), n_experts, tiles);
+  const size_t tiles_bytes = 3 * sizeof(uint32_t) * n_tiles;
+  auto* row_input = reinterpret_cast<uint32_t*>(meta + slots_bytes + tiles_bytes);
+  const size_t meta_bytes = slots_bytes + tiles_bytes + sizeof(uint32_t) * n_rows;
+
+  std::fill_n(b.token_slot.begin(), job.n_tokens, kNoRow);
+  auto* in = static_cast<float*>(b.in.ptr);
+  uint32_t n_used = 0;
+  for (size_t r = 0; r < n_rows; ++r) {
+    const size_t token = g.pairs[r] / job.k;
+    TANDEM_CHECK(token < job.n_tokens);
+    if (b.token_slot[token] == kNoRow) {
+      b.token_slot[token] = n_used;
+      std::memcpy(in + static_cast<size_t>(n_used) * hidden, job.input.data() + token * hidden,
+                  hidden * sizeof(float));
+      ++n_used;
+    }
+    row_input[r] = b.token_slot[token];
+  }
+
+  cudaStream_t stream = b.stream;
+  TANDEM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(b.d_meta.ptr, meta, meta_bytes, cudaMemcpyHostToDevice, stream),
+      "copy of expert tables to the device");
+  TANDEM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.d_x.ptr, in, n_used * hidden * sizeof(float),
+                                              cudaMemcpyHostToDevice, stream),
+                              "copy of activations to the device");
+  auto* d_meta = static_cast<uint8_t*>(b.d_meta.ptr);
+  kc::ExpertFfnGroup group;
+  group.gate_type = layer.gate_type;
+  group.up_type = layer.up_type;
+  group.down_type = layer.down_type;
+  group.hidden = hidden;
+  group.ffn = ffn_;
+  group.n_experts = n_experts;
+  group.n_rows = n_rows;
+  group.experts = reinterpret_cast<const kc::DeviceExpert*>(d_meta);
+  group.tiles = reinterpret_cast<const uint32_t*>(d_meta + slots_bytes);
+  group.n_tiles = n_tiles;
+  group.row_input = reinterpret_cast<const uint32_t*>(d_meta + slots_bytes + tiles_bytes);
+  group.row_scale = nullptr;  // ExpertJob wants unscaled rows; MoeLayer applies the weights
+  group.x = static_cast<const float*>(b.d_x.ptr);
+  group.h = static_cast<float*>(b.d_h.ptr);
+  group.out = static_cast<float*>(b.d_out.ptr);
+  TANDEM_RETURN_IF_ERROR(kc::expert_ffn_enqueue(group, stream));
+  TANDEM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(b.out.ptr, b.d_out.ptr, n_rows * hidden * sizeof(float),
+                      cudaMemcpyDeviceToHost, stream),
+      "copy of expert outputs to the host");
+  TANDEM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "expert FFN on the device");
+
+  const auto* out = static_cast<const float*>(b.out.ptr);
+  for (size_t r = 0; r < n_rows; ++r) {
+    std::memcpy(job.pair_out.data() + static_cast<size_t>(g.pairs[r]) * hidden, out + r * hidden,
+                hidden * sizeof(float));
+  }
+  return Status();
+}
+
+}  // namespace tandem::experts

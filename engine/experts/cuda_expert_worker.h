@@ -1,0 +1,84 @@
+// CudaExpertWorker: the ExpertWorker that computes its share of routed experts on a CUDA device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/base/result.h"
+#include "engine/experts/expert_worker.h"
+#include "engine/experts/moe_layer.h"
+#include "engine/model/model.h"
+
+namespace tandem::experts {
+
+// Holds device copies of the experts an ExpertMap gives to one worker index (every expert also
+// stays in CPU memory: the worker copies, it never moves), and runs them with the grouped
+// kernels of kernels/cuda/expert_ffn.h: per layer and call, one launch for gate/up + SiLU and
+// one for down over all of the job's experts, on one stream owned by the worker. Activations go
+// in and expert outputs come back through pinned host buffers.
+//
+// Owns its device memory (plain cudaMalloc, one allocation per layer plus per-call scratch
+// that grows on demand) and frees it in the destructor. Weights are F32, F16, BF16 or Q8_0;
+// arithmetic is float (Q8_0 weights meet float activations, i.e. the CPU worker's kFloat mode,
+// not its kQ8_0 int8 path), so results match the CPU worker to rounding, not bit for bit.
+//
+// Threading: create() and run() from one thread at a time (the MoE executor's); the worker
+// makes its device current on that thread. run() blocks until the device has finished.
+class CudaExpertWorker final : public ExpertWorker {
+ public:
+  struct Options {
+    int device = 0;      // CUDA device ordinal
+    uint8_t worker = 1;  // the ExpertMap worker index whose experts this worker holds
+  };
+
+  // Copies to the device every routed expert (layer, e) with map.worker(layer, e) ==
+  // options.worker (an empty map: every expert). Errors, all before anything is kept:
+  //  UNAVAILABLE "no CUDA device ..." when the runtime reports no device (or no driver),
+  //  INVALID_ARGUMENT for a device ordinal that does not exist or a map of another shape,
+  //  UNIMPLEMENTED for a held expert whose weight type the kernels do not take (naming layer,
+  //    expert, tensor and type) or whose gate and up types differ,
+  //  RESOURCE_EXHAUSTED when the experts do not fit, naming the bytes wanted and free,
+  //  INTERNAL for any other CUDA failure (naming the CUDA error).
+  static Result<std::unique_ptr<CudaExpertWorker>> create(const model::ModelSpec& spec,
+                                                          const model::ModelWeights& weights,
+                                                          const ExpertMap& map,
+                                                          const Options& options);
+  ~CudaExpertWorker() override;
+  CudaExpertWorker(const CudaExpertWorker&) = delete;
+  CudaExpertWorker& operator=(const CudaExpertWorker&) = delete;
+
+  std::string_view name() const override { return "cuda"; }
+  // FAILED_PRECONDITION when the job names an expert this worker does not hold or a hidden size
+  // that is not the model's; INTERNAL with the CUDA error when the device fails.
+  Status run(const ExpertJob& job) override;
+
+  // Device bytes held for expert weights, and in all (weights + scratch + tables), right now.
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t device_bytes() const;
+  size_t n_experts_held() const { return n_held_; }
+  int device() const { return device_; }
+
+ private:
+  struct Layer;
+  struct Buffers;
+  CudaExpertWorker();
+
+  Status ensure_capacity(size_t n_tokens, size_t n_rows, size_t n_experts);
+
+  int device_ = 0;
+  size_t hidden_ = 0;
+  size_t ffn_ = 0;
+  uint64_t weight_bytes_ = 0;
+  size_t n_held_ = 0;
+  std::vector<std::unique_ptr<Layer>> layers_;  // null for dense layers / nothing held
+  std::unique_ptr<Buffers> buffers_;
+};
+
+// The number of CUDA devices the runtime reports (0 without a device or without a driver).
+// Any thread.
+int cuda_device_count();
+
+}  // namespace tandem::experts

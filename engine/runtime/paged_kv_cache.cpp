@@ -1,0 +1,177 @@
+// KvPool (one block pool, allocated once) and PagedKvCache (a sequence's view through its block
+// table, with copy-on-write of shared blocks).
+#include "engine/runtime/paged_kv_cache.h"
+
+#include <algorithm>
+#include <limits>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "engine/base/check.h"
+
+namespace tandem::runtime {
+namespace {
+
+static_assert(std::is_same_v<BlockId, int32_t>, "kernels::KvBlocks tables hold BlockIds");
+
+// a * b, or false on overflow.
+bool checked_mul(size_t a, size_t b, size_t* out) {
+  if (a != 0 && b > std::numeric_limits<size_t>::max() / a) return false;
+  *out = a * b;
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KvPool>> KvPool::create(size_t n_layers, size_t kv_dim, size_t block_tokens,
+                                               size_t n_blocks) {
+  if (n_layers == 0 || kv_dim == 0 || block_tokens == 0 || n_blocks == 0) {
+    return invalid_argument_error("KV pool dimensions must be positive (layers " +
+                                  std::to_string(n_layers) + ", kv_dim " + std::to_string(kv_dim) +
+                                  ", block tokens " + std::to_string(block_tokens) + ", blocks " +
+                                  std::to_string(n_blocks) + ")");
+  }
+  size_t total = 0;
+  if (!checked_mul(n_layers, 2, &total) || !checked_mul(total, n_blocks, &total) ||
+      !checked_mul(total, block_tokens, &total) || !checked_mul(total, kv_dim, &total) ||
+      total > std::numeric_limits<size_t>::max() / sizeof(float)) {
+    return invalid_argument_error("KV pool of " + std::to_string(n_blocks) +
+                                  " blocks overflows the address space");
+  }
+  // Default-initialised: pages are only backed by memory once written.
+  std::unique_ptr<float[]> data(new (std::nothrow) float[total]);
+  if (data == nullptr) {
+    return resource_exhausted_error("cannot allocate the KV pool of " +
+                                    std::to_string(total * sizeof(float)) + " bytes");
+  }
+  return std::unique_ptr<KvPool>(
+      new KvPool(n_layers, kv_dim, block_tokens, n_blocks, total, std::move(data)));
+}
+
+KvPool::KvPool(size_t n_layers, size_t kv_dim, size_t block_tokens, size_t n_blocks, size_t total,
+               std::unique_ptr<float[]> data)
+    : n_layers_(n_layers),
+      kv_dim_(kv_dim),
+      block_tokens_(block_tokens),
+      n_blocks_(n_blocks),
+      total_floats_(total),
+      data_(std::move(data)) {}
+
+float* KvPool::layer_keys(size_t layer) {
+  TANDEM_CHECK(layer < n_layers_);
+  return data_.get() + (2 * layer) * n_blocks_ * block_floats();
+}
+
+float* KvPool::layer_values(size_t layer) {
+  TANDEM_CHECK(layer < n_layers_);
+  return data_.get() + (2 * layer + 1) * n_blocks_ * block_floats();
+}
+
+const float* KvPool::layer_keys(size_t layer) const {
+  return const_cast<KvPool*>(this)->layer_keys(layer);
+}
+
+const float* KvPool::layer_values(size_t layer) const {
+  return const_cast<KvPool*>(this)->layer_values(layer);
+}
+
+void KvPool::copy_block(BlockId src, BlockId dst) {
+  TANDEM_CHECK(src >= 0 && dst >= 0 && static_cast<size_t>(src) < n_blocks_ &&
+               static_cast<size_t>(dst) < n_blocks_ && src != dst);
+  const size_t n = block_floats();
+  for (size_t l = 0; l < n_layers_; ++l) {
+    for (float* base : {layer_keys(l), layer_values(l)}) {
+      std::copy_n(base + static_cast<size_t>(src) * n, n, base + static_cast<size_t>(dst) * n);
+    }
+  }
+}
+
+PagedKvCache::PagedKvCache(KvPool& pool, KvBlockAllocator& allocator, SeqId seq,
+                           size_t max_positions)
+    : pool_(&pool), allocator_(&allocator), seq_(seq), max_positions_(max_positions) {
+  TANDEM_CHECK(allocator.block_tokens() == static_cast<int64_t>(pool.block_tokens()) &&
+               allocator.total_blocks() == static_cast<int64_t>(pool.n_blocks()));
+  const auto table = allocator.block_table(seq);
+  table_.assign(table.begin(), table.end());
+}
+
+PagedKvCache::~PagedKvCache() {
+  allocator_->free_sequence(seq_);
+}
+
+size_t PagedKvCache::prepared() const {
+  return std::min(max_positions_, table_.size() * pool_->block_tokens());
+}
+
+Status PagedKvCache::prepare_write(size_t start_pos, size_t end_pos) {
+  TANDEM_CHECK(start_pos <= end_pos);
+  if (end_pos > max_positions_) {
+    return out_of_range_error("sequence needs " + std::to_string(end_pos) +
+                              " positions; the context limit is " + std::to_string(max_positions_));
+  }
+  const size_t bt = pool_->block_tokens();
+  const size_t covered = static_cast<size_t>(allocator_->sequence_tokens(seq_));
+  // Blocks already in the table that [start_pos, end_pos) would write must be private. A shared
+  // partial last block is exempt when the sequence grows: grow() replaces it with a copy.
+  size_t check_end = std::min(end_pos, covered);
+  if (end_pos > covered && covered % bt != 0) check_end = std::min(check_end, covered / bt * bt);
+  const auto current = allocator_->block_table(seq_);
+  for (size_t b = start_pos / bt; b * bt < check_end && b < current.size(); ++b) {
+    if (allocator_->ref_count(current[b]) > 1) {
+      return failed_precondition_error("cannot rewrite position " +
+                                       std::to_string(std::max(start_pos, b * bt)) +
+                                       ": its KV block is shared with another sequence");
+    }
+  }
+  if (end_pos > covered) {
+    std::vector<KvBlockCopy> copies;
+    TANDEM_RETURN_IF_ERROR(allocator_->grow(seq_, static_cast<int64_t>(end_pos), &copies));
+    for (const KvBlockCopy& c : copies) pool_->copy_block(c.src, c.dst);
+  }
+  const auto table = allocator_->block_table(seq_);
+  table_.assign(table.begin(), table.end());
+  return Status();
+}
+
+void PagedKvCache::write(size_t layer, size_t start_pos, std::span<const float> k_rows,
+                         std::span<const float> v_rows) {
+  const size_t dim = pool_->kv_dim();
+  const size_t bt = pool_->block_tokens();
+  TANDEM_CHECK(layer < pool_->n_layers() && k_rows.size() == v_rows.size());
+  TANDEM_CHECK(k_rows.size() % dim == 0);
+  const size_t n = k_rows.size() / dim;
+  TANDEM_CHECK(start_pos + n <= prepared());
+  float* keys = pool_->layer_keys(layer);
+  float* values = pool_->layer_values(layer);
+  size_t done = 0;
+  while (done < n) {
+    const size_t p = start_pos + done;
+    const BlockId block = table_[p / bt];
+    TANDEM_CHECK(allocator_->ref_count(block) == 1);  // prepare_write made it private
+    const size_t rows = std::min(n - done, bt - p % bt);
+    const size_t offset = (static_cast<size_t>(block) * bt + p % bt) * dim;
+    std::copy_n(k_rows.data() + done * dim, rows * dim, keys + offset);
+    std::copy_n(v_rows.data() + done * dim, rows * dim, values + offset);
+    done += rows;
+  }
+}
+
+kernels::KvBlocks PagedKvCache::blocks(size_t layer, size_t n_positions) const {
+  TANDEM_CHECK(layer < pool_->n_layers() && n_positions <= prepared());
+  kernels::KvBlocks view;
+  view.keys = pool_->layer_keys(layer);
+  view.values = pool_->layer_values(layer);
+  view.table = table_;
+  view.block_rows = pool_->block_tokens();
+  view.n_blocks = pool_->n_blocks();
+  return view;
+}
+
+void PagedKvCache::set_length(size_t n) {
+  TANDEM_CHECK(n <= prepared());
+  length_ = n;
+}
+
+}  // namespace tandem::runtime

@@ -1,0 +1,194 @@
+// run_daemon: the serving lifetime of tandemd (see docs/api.md and docs/deployment.md).
+#include "server/daemon_run.h"
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/placement/model_identity.h"
+#include "engine/placement/planner.h"
+#include "server/embedded_default.h"
+#include "server/engine_startup.h"
+#include "server/grpc_server.h"
+#include "server/metrics.h"
+#include "server/model_startup.h"
+#include "server/moe_activity.h"
+#include "server/shutdown_signals.h"
+#include "server/tandem_service.h"
+#include "server/vllm_engine_service.h"
+
+namespace tandem::server {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr auto kGaugeInterval = std::chrono::seconds(1);
+// After the engine stopped, how long the last abort completions get to reach their clients.
+constexpr auto kFinalFlush = std::chrono::seconds(2);
+
+void update_gauges(const runtime::Scheduler& scheduler, const MoeActivity& activity,
+                   ServerMetrics& metrics, uint64_t& gpu_pairs_seen, uint64_t& cpu_pairs_seen) {
+  const runtime::SchedulerLoad load = scheduler.load();
+  metrics.set_queue_depth(load.waiting);
+  metrics.set_running(load.running);
+  metrics.set_kv_blocks(load.kv_used_blocks, load.kv_total_blocks);
+  metrics.set_kv_usage(load.kv_total_blocks > 0 ? static_cast<double>(load.kv_used_blocks) /
+                                                      static_cast<double>(load.kv_total_blocks)
+                                                : 0.0);
+  const uint64_t gpu = activity.expert_pairs(true);
+  const uint64_t cpu = activity.expert_pairs(false);
+  // Expert time per device is not measured yet (the MoE layer does not time its workers): only
+  // the pair counts are exported; the seconds series stays 0.
+  metrics.add_expert_tokens("gpu", static_cast<int64_t>(gpu - gpu_pairs_seen), 0.0);
+  metrics.add_expert_tokens("cpu", static_cast<int64_t>(cpu - cpu_pairs_seen), 0.0);
+  gpu_pairs_seen = gpu;
+  cpu_pairs_seen = cpu;
+  if (gpu + cpu > 0) {
+    metrics.set_gpu_hit_rate(static_cast<double>(gpu) / static_cast<double>(gpu + cpu));
+  }
+}
+
+// Stops admission, lets in-flight requests finish for up to `grace`, then ends the rest.
+void drain(ServingContext& context, GrpcServer& server, ServerMetrics& metrics,
+           runtime::Scheduler& scheduler, std::chrono::seconds grace) {
+  context.set_state(ServingState::kDraining);
+  server.set_serving(false);
+  metrics.set_serving(false);
+  scheduler.close_admission();
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  size_t in_flight = scheduler.in_flight();
+  spdlog::info("draining {} in-flight request(s) for up to {} s", in_flight, grace.count());
+  while (in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    in_flight = scheduler.in_flight();
+  }
+  if (in_flight > 0) {
+    spdlog::warn("{} request(s) still running after {} s: ending them with finish_reason abort",
+                 in_flight, grace.count());
+  }
+  scheduler.stop(runtime::StopMode::kAbort);
+  server.shutdown(std::chrono::duration_cast<std::chrono::milliseconds>(kFinalFlush));
+}
+
+}  // namespace
+
+int run_daemon(config::Config config, const std::string& executable_path) {
+  ShutdownSignals& signals = ShutdownSignals::install();
+  signals.set_exit_at_once(true);  // nothing to drain until the model serves
+
+  Result<std::string> embedded = apply_embedded_default(config, executable_path);
+  if (!embedded.ok()) {
+    spdlog::error("cannot start: {}", embedded.status().to_string());
+    return kExitFailure;
+  }
+  if (!embedded->empty()) {
+    spdlog::info("no model.path configured: serving the embedded demo model from {}", *embedded);
+  }
+
+  Result<std::unique_ptr<ServerMetrics>> metrics =
+      ServerMetrics::create(config.metrics.host, config.metrics.port);
+  if (!metrics.ok()) {
+    spdlog::error("cannot start: metrics.host/metrics.port: {}", metrics.status().to_string());
+    return kExitFailure;
+  }
+  ServingContext context;
+  context.api_keys = config.server.api_keys;
+  context.metrics = metrics->get();
+  VllmEngineService vllm_service(context);
+  TandemService tandem_service(context, config.placement.stats_output_path,
+                               TandemServiceOptions{.statistics_path = config.placement.stats_path,
+                                                    .gpu_device = ""});
+  Result<std::unique_ptr<GrpcServer>> server =
+      GrpcServer::start(config.server, {&vllm_service, &tandem_service});
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", server.status().to_string());
+    return kExitFailure;
+  }
+  spdlog::info("gRPC listening on {}:{} ({}{}); health NOT_SERVING while the model loads",
+               config.server.host, (*server)->port(), (*server)->tls() ? "TLS" : "plaintext",
+               config.server.api_keys.empty() ? "" : ", API keys required");
+  if (config.metrics.port != 0) {
+    spdlog::info("metrics on http://{}:{}/metrics", config.metrics.host, config.metrics.port);
+  }
+
+  const Result<StartedModel> model = start_model(config);
+  if (!model.ok()) {
+    spdlog::error("cannot start: {}", model.status().to_string());
+    return kExitFailure;
+  }
+  // The CUDA expert worker does not run yet (the placement's GPU set is computed on the CPU), so
+  // the activity recorder gets an empty device map: every expert pair counts as CPU work.
+  const Status gpu = check_gpu_experts_have_device(model->placement, visible_cuda_devices());
+  if (!gpu.ok()) {
+    spdlog::error("cannot start: {}", gpu.to_string());
+    return kExitFailure;
+  }
+  if (model->placement.report.n_gpu_experts > 0) {
+    spdlog::warn(
+        "the serving path does not run the CUDA expert worker yet: the {} GPU experts of the "
+        "placement are computed on the CPU (tandem bench --gpu-experts runs the CUDA worker)",
+        model->placement.report.n_gpu_experts);
+  }
+  Result<placement::ModelIdentity> identity = placement::model_identity(model->checkpoint);
+  if (!identity.ok()) {
+    spdlog::error("cannot start: {}", identity.status().to_string());
+    return kExitFailure;
+  }
+  Result<std::unique_ptr<MoeActivity>> activity =
+      MoeActivity::create(*identity, model->placement.stats, placement::DeviceMap{});
+  if (!activity.ok()) {
+    spdlog::error("cannot start: {}", activity.status().to_string());
+    return kExitFailure;
+  }
+  Result<ServingEngine> engine = start_engine(config, *model, activity->get());
+  if (!engine.ok()) {
+    spdlog::error("cannot start: {}", engine.status().to_string());
+    return kExitFailure;
+  }
+  context.scheduler = engine->scheduler.get();
+  context.tokenizer = engine->tokenizer.get();
+  context.model = engine->info;
+  context.mapping_limits = engine->mapping_limits;
+  context.placement = &model->placement;
+  context.moe_activity = activity->get();
+  const Status started = engine->scheduler->start();
+  if (!started.ok()) {
+    spdlog::error("cannot start: {}", started.to_string());
+    return kExitFailure;
+  }
+  signals.set_exit_at_once(false);
+  context.set_state(ServingState::kServing);
+  (*server)->set_serving(true);
+  (*metrics)->set_serving(true);
+  const ServedModelInfo& info = context.model;
+  spdlog::info("serving model '{}' ({} tokens of context) on {}:{}", info.served_model_name,
+               info.context_length, config.server.host, (*server)->port());
+  if (!info.tokenizer_path.empty()) {
+    spdlog::info(
+        "OpenAI gateway: smg launch --host 127.0.0.1 --port 30000 --worker-urls grpc://{}:{} "
+        "--policy round_robin --tokenizer-path {}   (docs/api.md)",
+        config.server.host, (*server)->port(), info.tokenizer_path);
+  }
+
+  uint64_t gpu_pairs = 0;
+  uint64_t cpu_pairs = 0;
+  while (!signals.wait(std::chrono::duration_cast<std::chrono::milliseconds>(kGaugeInterval))) {
+    update_gauges(*engine->scheduler, **activity, **metrics, gpu_pairs, cpu_pairs);
+  }
+  drain(context, **server, **metrics, *engine->scheduler,
+        std::chrono::seconds(config.server.shutdown_grace_seconds));
+  if (!config.placement.stats_output_path.empty()) {
+    const Status written =
+        dump_activation_stats(**activity, config.placement.stats_output_path);
+    if (written.ok()) {
+      spdlog::info("activation statistics written to {}", config.placement.stats_output_path);
+    } else {
+      spdlog::error("cannot write the activation statistics: {}", written.to_string());
+    }
+  }
+  spdlog::info("tandemd stopped");
+  return 0;
+}
+
+}  // namespace tandem::server

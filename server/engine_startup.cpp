@@ -1,0 +1,140 @@
+// start_engine: runner + scheduler + tokenizer + tokenizer directory + model facts.
+#include "server/engine_startup.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/model/architecture.h"
+#include "engine/model/gguf_file.h"
+#include "engine/runtime/model_runner.h"
+#include "engine/tokenizer/tokenizer_export.h"
+
+namespace tandem::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
+bool is_hf_dir(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec);
+}
+
+std::string served_name(const config::Config& config) {
+  if (!config.model.served_name.empty()) return config.model.served_name;
+  fs::path p = fs::path(config.model.path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+  return is_hf_dir(config.model.path) ? p.filename().string() : p.stem().string();
+}
+
+Result<std::unique_ptr<tokenizer::Tokenizer>> load_model_tokenizer(const std::string& path) {
+  if (is_hf_dir(path)) {
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::path(path) / "tokenizer.json", ec)) {
+      spdlog::warn("{} has no tokenizer.json: text input and stop strings are unavailable", path);
+      return std::unique_ptr<tokenizer::Tokenizer>();
+    }
+    TANDEM_ASSIGN_OR_RETURN(tokenizer::Tokenizer t, tokenizer::Tokenizer::load_hf(path));
+    return std::make_unique<tokenizer::Tokenizer>(std::move(t));
+  }
+  TANDEM_ASSIGN_OR_RETURN(tokenizer::Tokenizer t, tokenizer::Tokenizer::load_gguf(path));
+  return std::make_unique<tokenizer::Tokenizer>(std::move(t));
+}
+
+// The directory reported as tokenizer_path (see model.tokenizer_dir in docs/configuration.md).
+Result<std::string> tokenizer_directory(const config::Config& config) {
+  const std::string& configured = config.model.tokenizer_dir;
+  std::error_code ec;
+  if (!configured.empty() && fs::is_regular_file(fs::path(configured) / "tokenizer.json", ec)) {
+    return absolute_path(configured);  // provided by the operator
+  }
+  if (is_hf_dir(config.model.path)) {
+    if (configured.empty()) return absolute_path(config.model.path);
+    return invalid_argument_error("model.tokenizer_dir: '" + configured +
+                                  "' has no tokenizer.json");
+  }
+  fs::path target = configured;
+  if (target.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    target = fs::path(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") /
+             ("tandemd-tokenizer-" + fs::path(config.model.path).stem().string());
+  }
+  TANDEM_ASSIGN_OR_RETURN(model::GgufFile file, model::GgufFile::open(config.model.path));
+  TANDEM_ASSIGN_OR_RETURN(tokenizer::HfTokenizerFiles files, tokenizer::export_hf_tokenizer(file));
+  const Status written = tokenizer::write_hf_tokenizer_dir(files, target.string());
+  if (!written.ok()) {
+    return Status(written.code(), "model.tokenizer_dir: " + written.message());
+  }
+  spdlog::info("exported the GGUF tokenizer for the gateway to {}", target.string());
+  return absolute_path(target.string());
+}
+
+}  // namespace
+
+Result<ServingEngine> start_engine(const config::Config& config, const StartedModel& model,
+                                   runtime::RoutingObserver* observer) {
+  const model::ModelSpec& spec = *model.checkpoint.spec;
+  ServingEngine engine;
+  TANDEM_ASSIGN_OR_RETURN(engine.tokenizer, load_model_tokenizer(config.model.path));
+
+  runtime::RunnerOptions runner_options;
+  runner_options.threads = config.runtime.threads;
+  runner_options.context_length = static_cast<size_t>(config.model.context_length);
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRunner> runner,
+                          runtime::ModelRunner::create(spec, *model.checkpoint.weights,
+                                                       runner_options));
+  const int64_t context = static_cast<int64_t>(runner->context_length());
+
+  runtime::SchedulerOptions options;
+  options.limits.max_batch_tokens = config.runtime.max_batch_tokens;
+  options.limits.prefill_chunk_tokens = config.runtime.prefill_chunk_tokens;
+  options.limits.max_running = config.server.max_running_requests;
+  options.limits.context_length = context;
+  options.kv_budget_bytes = static_cast<int64_t>(config.runtime.kv_cache_bytes);
+  options.queue_capacity = static_cast<size_t>(config.server.max_queued_requests);
+  if (spec.eos_token_id.has_value()) {
+    options.eos_token_ids.push_back(static_cast<int32_t>(*spec.eos_token_id));
+  }
+  if (engine.tokenizer != nullptr && engine.tokenizer->eos_id().has_value() &&
+      (options.eos_token_ids.empty() || options.eos_token_ids[0] != *engine.tokenizer->eos_id())) {
+    options.eos_token_ids.push_back(*engine.tokenizer->eos_id());
+  }
+  options.tokenizer = engine.tokenizer.get();
+  options.routing_observer = observer;
+  engine.info.eos_token_ids = options.eos_token_ids;
+  Result<std::unique_ptr<runtime::Scheduler>> scheduler =
+      runtime::Scheduler::create(std::move(runner), std::move(options));
+  if (!scheduler.ok()) {
+    return Status(scheduler.status().code(),
+                  "runtime / server limits: " + scheduler.status().message());
+  }
+  engine.scheduler = std::move(scheduler).value();
+
+  ServedModelInfo& info = engine.info;
+  info.model_path = absolute_path(config.model.path);
+  info.served_model_name = served_name(config);
+  if (engine.tokenizer != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(info.tokenizer_path, tokenizer_directory(config));
+  }
+  const model::ArchitectureTraits& traits = model::traits(spec.architecture);
+  info.model_type = std::string(traits.hf_model_type);
+  info.architectures = {std::string(traits.hf_class)};
+  info.context_length = context;
+  info.vocab_size = static_cast<int64_t>(spec.vocab_size);
+  if (spec.bos_token_id.has_value()) info.bos_token_id = static_cast<int32_t>(*spec.bos_token_id);
+  if (engine.tokenizer != nullptr && engine.tokenizer->pad_id().has_value()) {
+    info.pad_token_id = *engine.tokenizer->pad_id();
+  }
+  engine.mapping_limits.context_length = context;
+  return engine;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,209 @@
+// GenerateReactor: wire request -> engine submission -> token events -> chunks and complete.
+#include "server/generate_reactor.h"
+
+#include <string>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "server/api_key_auth.h"
+#include "server/metrics.h"
+#include "server/status_mapping.h"
+
+namespace tandem::server {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double seconds_between(SteadyClock::time_point a, SteadyClock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The call's deadline on the engine's clock; none when the client set none (gRPC reports an
+// infinite deadline as a time point centuries away).
+std::optional<runtime::Clock::time_point> engine_deadline(const grpc::CallbackServerContext& call) {
+  const auto deadline = call.deadline();
+  const auto now = std::chrono::system_clock::now();
+  if (deadline >= now + std::chrono::hours(24 * 365)) return std::nullopt;
+  const auto remaining = std::chrono::duration_cast<runtime::Clock::duration>(deadline - now);
+  return runtime::Clock::now() + remaining;
+}
+
+// The metrics outcome label of a rejected submission.
+const char* outcome_of(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "invalid_argument";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "resource_exhausted";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "unavailable";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "already_exists";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "unauthenticated";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "deadline";
+    default:
+      return "error";
+  }
+}
+
+}  // namespace
+
+GenerateReactor::GenerateReactor(ServingContext& context, grpc::CallbackServerContext* call,
+                                 const vllm::grpc::engine::GenerateRequest& request)
+    : context_(context), call_(call), received_at_(SteadyClock::now()) {
+  start(request);
+}
+
+void GenerateReactor::start(const vllm::grpc::engine::GenerateRequest& request) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const grpc::Status auth = check_api_key(context_.api_keys, *call_);
+  if (!auth.ok()) return finish_locked(auth, "unauthenticated");
+  runtime::Scheduler* engine = context_.engine();
+  if (engine == nullptr) {
+    return finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                      "the model is still loading; retry when HealthCheck passes"),
+                         "unavailable");
+  }
+  if (context_.current_state() == ServingState::kDraining) {
+    return finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                      "the server is shutting down and accepts no new requests"),
+                         "unavailable");
+  }
+  Result<runtime::Request> mapped =
+      to_engine_request(request, context_.mapping_limits, context_.tokenizer);
+  if (!mapped.ok()) return finish_locked(to_grpc_status(mapped.status()), "invalid_argument");
+  mapped->deadline = engine_deadline(*call_);
+  streaming_ = request.stream();
+  prompt_tokens_ = static_cast<int64_t>(mapped->prompt_token_ids.size());
+  Result<runtime::RequestHandle> handle = engine->submit(std::move(mapped).value());
+  if (!handle.ok()) {
+    const grpc::Status status = to_grpc_status(handle.status());
+    return finish_locked(status, outcome_of(status.error_code()));
+  }
+  handle_ = std::move(handle).value();
+  lock.unlock();
+  // Lock order: the handle's listener lock, then mu_ (never the other way round).
+  handle_.set_listener([this] {
+    std::lock_guard<std::mutex> guard(mu_);
+    pump_locked();
+  });
+  lock.lock();
+  pump_locked();
+}
+
+void GenerateReactor::pump_locked() {
+  if (finished_) return;
+  // Take everything ready, even while a write is in flight: the engine's memory for this
+  // request stays bounded by its own ids, and token timing is measured when it arrives.
+  while (!final_.has_value()) {
+    std::optional<runtime::TokenEvent> event = handle_.try_next();
+    if (!event.has_value()) break;
+    if (!event->token_ids.empty()) {
+      const auto now = SteadyClock::now();
+      if (context_.metrics != nullptr) {
+        if (!last_token_at_.has_value()) {
+          context_.metrics->observe_time_to_first_token(seconds_between(received_at_, now));
+        } else {
+          context_.metrics->observe_inter_token_latency(seconds_between(*last_token_at_, now));
+        }
+      }
+      last_token_at_ = now;
+      output_ids_.insert(output_ids_.end(), event->token_ids.begin(), event->token_ids.end());
+      if (streaming_) {
+        unsent_ids_.insert(unsent_ids_.end(), event->token_ids.begin(), event->token_ids.end());
+      }
+    }
+    if (event->is_final) final_ = std::move(event);
+  }
+  if (writing_) {
+    if (SteadyClock::now() - write_started_ > context_.stalled_write_timeout) {
+      spdlog::warn("request {}: the client has not read for {} ms; cancelling it", handle_.id(),
+                   context_.stalled_write_timeout.count());
+      handle_.cancel();
+      finish_locked(grpc::Status(grpc::StatusCode::CANCELLED, "stalled reader"), "abort");
+    }
+    return;
+  }
+  if (complete_written_) {
+    return finish_locked(grpc::Status::OK,
+                         runtime::finish_reason_name(final_->finish_reason));
+  }
+  if (!unsent_ids_.empty()) {
+    response_ = chunk_response(unsent_ids_, prompt_tokens_,
+                               static_cast<int64_t>(output_ids_.size()));
+    unsent_ids_.clear();
+    return write_locked();
+  }
+  if (!final_.has_value()) return;
+  if (context_.metrics != nullptr) {
+    context_.metrics->add_prompt_tokens(final_->usage.prompt_tokens);
+    context_.metrics->add_generated_tokens(final_->usage.completion_tokens);
+  }
+  switch (final_->finish_reason) {
+    case runtime::FinishReason::kStop:
+    case runtime::FinishReason::kLength:
+    case runtime::FinishReason::kAbort:
+      response_ = complete_response(*final_, output_ids_);
+      complete_written_ = true;
+      return write_locked();
+    case runtime::FinishReason::kDeadline:
+      return finish_locked(
+          grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the request's deadline passed"),
+          "deadline");
+    case runtime::FinishReason::kError: {
+      grpc::Status status = to_grpc_status(final_->error);
+      if (status.ok()) status = grpc::Status(grpc::StatusCode::INTERNAL, "engine error");
+      spdlog::error("request {} failed in the engine: {}", handle_.id(), status.error_message());
+      return finish_locked(status, "error");
+    }
+  }
+}
+
+void GenerateReactor::write_locked() {
+  // Not StartWriteLast: a last-message write is held back until Finish, and Finish waits here
+  // for OnWriteDone.
+  writing_ = true;
+  write_started_ = SteadyClock::now();
+  StartWrite(&response_);
+}
+
+void GenerateReactor::finish_locked(const grpc::Status& status, std::string_view outcome) {
+  if (finished_) return;
+  finished_ = true;
+  if (context_.metrics != nullptr) {
+    context_.metrics->request_finished(outcome);
+    context_.metrics->observe_request_duration(seconds_between(received_at_, SteadyClock::now()));
+  }
+  Finish(status);
+}
+
+void GenerateReactor::OnWriteDone(bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  writing_ = false;
+  if (!ok) {
+    // The stream broke (client gone or call cancelled): stop generating for it.
+    if (handle_.valid()) handle_.cancel();
+    return finish_locked(grpc::Status(grpc::StatusCode::CANCELLED, "the stream was closed"),
+                         "abort");
+  }
+  pump_locked();
+}
+
+void GenerateReactor::OnCancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The client went away or its deadline passed: the request leaves the batch at the next step.
+  if (handle_.valid()) handle_.cancel();
+  finish_locked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"), "abort");
+}
+
+void GenerateReactor::OnDone() {
+  // No gRPC callback follows OnDone; after the listener is removed no engine callback runs
+  // either, so the reactor can go. Dropping the handle cancels a request still in flight.
+  if (handle_.valid()) handle_.set_listener({});
+  delete this;
+}
+
+}  // namespace tandem::server

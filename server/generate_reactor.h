@@ -1,0 +1,67 @@
+// GenerateReactor: one VllmEngine.Generate call, from the wire request to the last `complete`,
+// driven by the engine's token events (no thread per stream).
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/server_callback.h>
+
+#include "engine/runtime/request_queue.h"
+#include "server/serving_context.h"
+#include "vllm/grpc/engine/vllm_engine.pb.h"
+
+namespace tandem::server {
+
+// Lifetime: created by the service's Generate handler, deletes itself in OnDone. The engine
+// pushes events on its own thread; the request handle's listener then writes what is ready.
+// At most one write is in flight: events that arrive meanwhile are merged into the next chunk,
+// so a slow reader costs at most its own sequence's token ids (hardening row C7), and a write
+// that stays unacknowledged for stalled_write_timeout cancels the request.
+//
+// Streaming: one chunk per batch of new ids (cumulative completion_tokens), then one complete
+// carrying all output ids, then OK. Non-streaming: one complete with all ids. Finish reasons
+// stop / length / abort end with a complete; a passed deadline ends with DEADLINE_EXCEEDED, an
+// engine error with its status; a cancelled call (client gone) cancels the request at once and
+// ends with CANCELLED.
+class GenerateReactor final
+    : public grpc::ServerWriteReactor<vllm::grpc::engine::GenerateResponse> {
+ public:
+  GenerateReactor(ServingContext& context, grpc::CallbackServerContext* call,
+                  const vllm::grpc::engine::GenerateRequest& request);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void start(const vllm::grpc::engine::GenerateRequest& request);
+  // Collects ready events and starts the next write or finishes. Requires mu_.
+  void pump_locked();
+  void finish_locked(const grpc::Status& status, std::string_view outcome);
+  void write_locked();
+
+  ServingContext& context_;
+  grpc::CallbackServerContext* call_;
+  const std::chrono::steady_clock::time_point received_at_;
+
+  std::mutex mu_;
+  runtime::RequestHandle handle_;               // guarded by mu_ (after start)
+  bool streaming_ = false;                      // set in start, then read-only
+  bool writing_ = false;                        // guarded by mu_
+  bool finished_ = false;                       // guarded by mu_: Finish called
+  bool complete_written_ = false;               // guarded by mu_
+  std::chrono::steady_clock::time_point write_started_{};  // guarded by mu_
+  std::optional<std::chrono::steady_clock::time_point> last_token_at_;  // guarded by mu_
+  std::vector<int32_t> output_ids_;             // guarded by mu_: all ids so far
+  std::vector<int32_t> unsent_ids_;             // guarded by mu_: streaming, not yet written
+  std::optional<runtime::TokenEvent> final_;    // guarded by mu_
+  int64_t prompt_tokens_ = 0;
+  vllm::grpc::engine::GenerateResponse response_;  // the write in flight
+};
+
+}  // namespace tandem::server

@@ -1,0 +1,166 @@
+// VllmEngine RPCs: health, abort, model/server info, loads; Generate goes to GenerateReactor.
+#include "server/vllm_engine_service.h"
+
+#include <ctime>
+#include <string>
+
+#include "server/api_key_auth.h"
+#include "server/generate_reactor.h"
+#include "tandem/build_info.h"
+
+namespace tandem::server {
+namespace {
+
+namespace wire = vllm::grpc::engine;
+
+grpc::ServerUnaryReactor* finish_with(grpc::CallbackServerContext* call, grpc::Status status) {
+  grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
+  reactor->Finish(std::move(status));
+  return reactor;
+}
+
+grpc::Status loading_status() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "the model is still loading; retry when HealthCheck passes");
+}
+
+// "2026-11-29T12:00:00Z"
+std::string iso8601_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace
+
+grpc::ServerWriteReactor<wire::GenerateResponse>* VllmEngineService::Generate(
+    grpc::CallbackServerContext* call, const wire::GenerateRequest* request) {
+  const double now = std::chrono::duration<double>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  context_.last_receive_unix_seconds.store(now, std::memory_order_relaxed);
+  return new GenerateReactor(context_, call, *request);
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::HealthCheck(grpc::CallbackServerContext* call,
+                                                         const wire::HealthCheckRequest*,
+                                                         wire::HealthCheckResponse* response) {
+  grpc::Status auth = check_api_key(context_.api_keys, *call);
+  if (!auth.ok()) return finish_with(call, std::move(auth));
+  const runtime::Scheduler* engine = context_.engine();
+  if (engine == nullptr) return finish_with(call, loading_status());
+  if (context_.current_state() == ServingState::kDraining) {
+    response->set_healthy(false);
+    response->set_message("draining: the server is shutting down");
+    return finish_with(call, grpc::Status::OK);
+  }
+  const runtime::SchedulerLoad load = engine->load();
+  const auto silent = runtime::Clock::now() - load.heartbeat;
+  if (silent > context_.wedged_after) {
+    response->set_healthy(false);
+    response->set_message(
+        "the engine loop has not advanced for " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(silent).count()) + " s");
+    return finish_with(call, grpc::Status::OK);
+  }
+  response->set_healthy(true);
+  response->set_message("Health");
+  return finish_with(call, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::Abort(grpc::CallbackServerContext* call,
+                                                   const wire::AbortRequest* request,
+                                                   wire::AbortResponse*) {
+  grpc::Status auth = check_api_key(context_.api_keys, *call);
+  if (!auth.ok()) return finish_with(call, std::move(auth));
+  runtime::Scheduler* engine = context_.engine();
+  if (engine == nullptr) return finish_with(call, loading_status());
+  if (request->request_ids_size() > kMaxAbortIds) {
+    return finish_with(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                          "request_ids lists " +
+                                              std::to_string(request->request_ids_size()) +
+                                              " ids; the limit is " +
+                                              std::to_string(kMaxAbortIds)));
+  }
+  for (const std::string& id : request->request_ids()) engine->cancel(id);
+  return finish_with(call, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::GetModelInfo(grpc::CallbackServerContext* call,
+                                                          const wire::GetModelInfoRequest*,
+                                                          wire::GetModelInfoResponse* response) {
+  grpc::Status auth = check_api_key(context_.api_keys, *call);
+  if (!auth.ok()) return finish_with(call, std::move(auth));
+  if (context_.engine() == nullptr) return finish_with(call, loading_status());
+  const ServedModelInfo& m = context_.model;
+  response->set_model_path(m.model_path);
+  response->set_is_generation(true);
+  response->set_max_context_length(static_cast<uint32_t>(m.context_length));
+  response->set_vocab_size(static_cast<uint32_t>(m.vocab_size));
+  response->set_supports_vision(false);
+  response->set_served_model_name(m.served_model_name);
+  response->set_tokenizer_path(m.tokenizer_path);
+  response->set_model_type(m.model_type);
+  for (const std::string& a : m.architectures) response->add_architectures(a);
+  for (const int32_t id : m.eos_token_ids) response->add_eos_token_ids(id);
+  response->set_pad_token_id(m.pad_token_id);
+  response->set_bos_token_id(m.bos_token_id);
+  // The longest prompt that still leaves room for one generated token.
+  response->set_max_req_input_len(static_cast<int32_t>(m.context_length - 1));
+  return finish_with(call, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::GetServerInfo(
+    grpc::CallbackServerContext* call, const wire::GetServerInfoRequest*,
+    wire::GetServerInfoResponse* response) {
+  grpc::Status auth = check_api_key(context_.api_keys, *call);
+  if (!auth.ok()) return finish_with(call, std::move(auth));
+  const runtime::Scheduler* engine = context_.engine();
+  if (engine == nullptr) return finish_with(call, loading_status());
+  response->set_active_requests(static_cast<uint32_t>(engine->in_flight()));
+  response->set_is_paused(context_.current_state() == ServingState::kDraining);
+  response->set_last_receive_timestamp(
+      context_.last_receive_unix_seconds.load(std::memory_order_relaxed));
+  response->set_uptime_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - context_.started_at)
+          .count());
+  response->set_server_type("tandem-grpc");
+  response->set_data_parallel_size(1);
+  return finish_with(call, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::GetLoads(grpc::CallbackServerContext* call,
+                                                      const wire::GetLoadsRequest* request,
+                                                      wire::GetLoadsResponse* response) {
+  grpc::Status auth = check_api_key(context_.api_keys, *call);
+  if (!auth.ok()) return finish_with(call, std::move(auth));
+  const runtime::Scheduler* engine = context_.engine();
+  if (engine == nullptr) return finish_with(call, loading_status());
+  if (request->has_dp_rank() && request->dp_rank() != 0) {
+    return finish_with(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                          "dp_rank " + std::to_string(request->dp_rank()) +
+                                              " does not exist; this server has one rank, 0"));
+  }
+  const runtime::SchedulerLoad load = engine->load();
+  response->set_timestamp(iso8601_now());
+  response->set_version(build_info::kVersion);
+  response->set_dp_rank_count(1);
+  wire::SchedulerLoad* l = response->add_loads();
+  l->set_dp_rank(0);
+  l->set_num_running_reqs(static_cast<int32_t>(load.running));
+  l->set_num_waiting_reqs(static_cast<int32_t>(load.waiting));
+  l->set_num_total_reqs(static_cast<int32_t>(load.running + load.waiting));
+  l->set_num_used_tokens(static_cast<int32_t>(load.kv_used_blocks * load.kv_block_tokens));
+  l->set_max_total_num_tokens(static_cast<int32_t>(load.kv_total_blocks * load.kv_block_tokens));
+  l->set_token_usage(load.kv_total_blocks > 0 ? static_cast<double>(load.kv_used_blocks) /
+                                                    static_cast<double>(load.kv_total_blocks)
+                                              : 0.0);
+  l->set_max_running_requests(
+      static_cast<int32_t>(context_.scheduler->limits().max_running));
+  return finish_with(call, grpc::Status::OK);
+}
+
+}  // namespace tandem::server

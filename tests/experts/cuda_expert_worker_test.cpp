@@ -1,0 +1,477 @@
+// CudaExpertWorker and the grouped expert FFN kernels against the CPU worker (tag [cuda]).
+//
+// Catch2 v2 has no SKIP: without a CUDA device each device case WARNs "no CUDA device: ..." and
+// returns (it then counts as passed; the warning is in the test output).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/experts/cuda_expert_worker.h"
+#include "engine/experts/experts.h"
+#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/quantize_q8_0.h"
+#include "kernels/cuda/expert_ffn.h"
+
+#include <cuda_runtime.h>
+
+namespace tandem::experts {
+namespace {
+
+constexpr size_t kLayers = 2;
+constexpr size_t kExperts = 8;
+constexpr size_t kHidden = 160;  // a multiple of 32 (Q8_0) but not of the 64-wide output tiles
+constexpr size_t kFfn = 96;
+
+// True when a device is present; otherwise WARNs why the case does nothing.
+bool have_device() {
+  if (cuda_device_count() > 0) return true;
+  WARN("no CUDA device: cudaGetDeviceCount reports none; [cuda] case skipped");
+  return false;
+}
+
+// Random bytes of a rows x cols matrix in `type`, with values of magnitude ~0.1.
+std::vector<uint8_t> random_matrix(TensorType type, size_t rows, size_t cols, std::mt19937& rng) {
+  std::uniform_real_distribution<float> value(-0.2f, 0.2f);
+  std::vector<uint8_t> bytes;
+  auto put16 = [&](uint16_t v) {
+    bytes.push_back(static_cast<uint8_t>(v & 0xff));
+    bytes.push_back(static_cast<uint8_t>(v >> 8));
+  };
+  for (size_t r = 0; r < rows; ++r) {
+    if (type == TensorType::kQ8_0) {
+      std::uniform_int_distribution<int> q(-127, 127);
+      std::uniform_real_distribution<float> d(0.0005f, 0.003f);
+      for (size_t b = 0; b < cols / 32; ++b) {
+        put16(kernels::fp32_to_fp16_bits(d(rng)));
+        for (int j = 0; j < 32; ++j) bytes.push_back(static_cast<uint8_t>(q(rng)));
+      }
+      continue;
+    }
+    for (size_t c = 0; c < cols; ++c) {
+      const float f = value(rng);
+      if (type == TensorType::kF32) {
+        const auto* p = reinterpret_cast<const uint8_t*>(&f);
+        bytes.insert(bytes.end(), p, p + 4);
+      } else if (type == TensorType::kF16) {
+        put16(kernels::fp32_to_fp16_bits(f));
+      } else {  // BF16: the top half
+        uint32_t bits = 0;
+        std::memcpy(&bits, &f, 4);
+        put16(static_cast<uint16_t>(bits >> 16));
+      }
+    }
+  }
+  return bytes;
+}
+
+// A two-layer MoE "model" with random fused expert tensors of one type, enough for both workers.
+struct RandomExperts {
+  model::ModelSpec spec;
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<model::TensorInfo> tensors;  // gate, up, down per layer (fixed size: no realloc)
+  model::ModelWeights weights;
+
+  RandomExperts(TensorType type, uint32_t seed) {
+    spec.n_layers = kLayers;
+    spec.hidden_size = kHidden;
+    spec.n_experts = kExperts;
+    spec.n_experts_used = 3;
+    spec.expert_ffn_size = kFfn;
+    std::mt19937 rng(seed);
+    tensors.resize(3 * kLayers);
+    storage.resize(3 * kLayers);
+    weights.layers.resize(kLayers);
+    for (size_t l = 0; l < kLayers; ++l) {
+      for (size_t p = 0; p < 3; ++p) {
+        const size_t rows = p == 2 ? kHidden : kFfn;
+        const size_t cols = p == 2 ? kFfn : kHidden;
+        auto& bytes = storage[3 * l + p];
+        bytes = random_matrix(type, kExperts * rows, cols, rng);
+        model::TensorInfo& t = tensors[3 * l + p];
+        t.name = "blk." + std::to_string(l) + (p == 0 ? ".gate" : p == 1 ? ".up" : ".down");
+        t.type = type;
+        t.shape = {kExperts, rows, cols};
+        t.n_elements = kExperts * rows * cols;
+        t.data = bytes;
+      }
+      model::LayerWeights& lw = weights.layers[l];
+      lw.moe = true;
+      lw.experts_gate = model::ExpertWeights::fused(&tensors[3 * l]);
+      lw.experts_up = model::ExpertWeights::fused(&tensors[3 * l + 1]);
+      lw.experts_down = model::ExpertWeights::fused(&tensors[3 * l + 2]);
+    }
+  }
+};
+
+Routing random_routing(size_t n_tokens, size_t k, std::mt19937& rng) {
+  Routing r;
+  r.n_tokens = n_tokens;
+  r.k = k;
+  std::vector<int32_t> ids(kExperts);
+  for (size_t i = 0; i < kExperts; ++i) ids[i] = static_cast<int32_t>(i);
+  std::uniform_real_distribution<float> w(0.05f, 0.6f);
+  for (size_t t = 0; t < n_tokens; ++t) {
+    std::shuffle(ids.begin(), ids.end(), rng);
+    for (size_t s = 0; s < k; ++s) {
+      r.experts.push_back(ids[s]);
+      r.weights.push_back(w(rng));
+    }
+  }
+  return r;
+}
+
+std::vector<float> random_input(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = d(rng);
+  return x;
+}
+
+// Both sides dequantize exactly and compute in float; only the summation order (and expf) differ,
+// so the tolerance is relative to the largest reference magnitude. K = 160 / 96 terms.
+double tolerance(TensorType type) {
+  switch (type) {
+    case TensorType::kF32:
+      return 1e-4;
+    case TensorType::kF16:
+    case TensorType::kBF16:
+      return 2e-4;
+    default:  // Q8_0: larger magnitudes per block scale, same exact dequantization
+      return 2e-4;
+  }
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  double scale = 0.0;
+  for (float v : want) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+  REQUIRE(scale > 0.0);
+  double worst = 0.0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    REQUIRE(std::isfinite(got[i]));
+    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (d > worst) {
+      worst = d;
+      worst_i = i;
+    }
+  }
+  INFO("worst element " << worst_i << ": got " << got[worst_i] << " want " << want[worst_i]
+                        << ", max |want| " << scale);
+  CHECK(worst <= tol * scale);
+}
+
+const TensorType kTypes[] = {TensorType::kF32, TensorType::kF16, TensorType::kBF16,
+                             TensorType::kQ8_0};
+
+// Runs without a device: the random experts these cases use are valid CPU experts, and the CPU
+// worker (the reference of the [cuda] cases) agrees with a double-precision reference built from
+// dequantize() here, so a [cuda] failure points at the device side.
+TEST_CASE("the random experts of the [cuda] cases are a sound CPU reference", "[cuda][experts]") {
+  for (TensorType type : kTypes) {
+    INFO(tensor_type_name(type));
+    RandomExperts model(type, 7);
+    auto cpu = CpuExpertWorker::create(model.spec, model.weights, nullptr,
+                                       kernels::MatmulActivations::kFloat);
+    REQUIRE(cpu.ok());
+    std::mt19937 rng(1);
+    const size_t n_tokens = 5;
+    const size_t k = 2;
+    const Routing routing = random_routing(n_tokens, k, rng);
+    const std::vector<float> x = random_input(n_tokens * kHidden, rng);
+    ExpertGroups groups;
+    group_by_expert(routing, kExperts, {}, 0, groups);
+    std::vector<float> got(n_tokens * k * kHidden);
+    ExpertJob job{1, x, n_tokens, kHidden, k, &groups, got};
+    REQUIRE((*cpu)->run(job).ok());
+    // Reference for layer 1.
+    auto dequant = [&](size_t p, size_t e, size_t rows, size_t cols) {
+      const auto& bytes = model.storage[3 + p];
+      const size_t slab = bytes.size() / kExperts;
+      std::vector<float> w(rows * cols);
+      REQUIRE(kernels::dequantize(type, std::span<const uint8_t>(bytes).subspan(e * slab, slab), w)
+                  .ok());
+      return w;
+    };
+    std::vector<double> want(got.size());
+    for (size_t pair = 0; pair < n_tokens * k; ++pair) {
+      const size_t e = static_cast<size_t>(routing.experts[pair]);
+      const auto gate = dequant(0, e, kFfn, kHidden);
+      const auto up = dequant(1, e, kFfn, kHidden);
+      const auto down = dequant(2, e, kHidden, kFfn);
+      const float* xt = x.data() + (pair / k) * kHidden;
+      std::vector<double> h(kFfn);
+      for (size_t f = 0; f < kFfn; ++f) {
+        double g = 0.0;
+        double u = 0.0;
+        for (size_t c = 0; c < kHidden; ++c) {
+          g += static_cast<double>(gate[f * kHidden + c]) * xt[c];
+          u += static_cast<double>(up[f * kHidden + c]) * xt[c];
+        }
+        h[f] = g / (1.0 + std::exp(-g)) * u;
+      }
+      for (size_t o = 0; o < kHidden; ++o) {
+        double acc = 0.0;
+        for (size_t f = 0; f < kFfn; ++f) acc += static_cast<double>(down[o * kFfn + f]) * h[f];
+        want[pair * kHidden + o] = acc;
+      }
+    }
+    std::vector<float> want_f(want.begin(), want.end());
+    check_close(got, want_f, 1e-4);
+  }
+}
+
+TEST_CASE("CUDA expert worker matches the CPU worker for every weight type", "[cuda][experts]") {
+  if (!have_device()) return;
+  for (TensorType type : kTypes) {
+    RandomExperts model(type, 11);
+    auto cpu = CpuExpertWorker::create(model.spec, model.weights, nullptr,
+                                       kernels::MatmulActivations::kFloat);
+    REQUIRE(cpu.ok());
+    auto gpu = CudaExpertWorker::create(model.spec, model.weights, ExpertMap(), {});
+    REQUIRE(gpu.ok());
+    CHECK((*gpu)->n_experts_held() == kLayers * kExperts);
+    CHECK((*gpu)->weight_bytes() >= model.storage[0].size() * 3 * kLayers);
+    CHECK((*gpu)->device_bytes() >= (*gpu)->weight_bytes());
+    std::mt19937 rng(5);
+    for (size_t n_tokens : {size_t{1}, size_t{19}, size_t{300}}) {
+      for (size_t layer = 0; layer < kLayers; ++layer) {
+        INFO(tensor_type_name(type) << ", " << n_tokens << " tokens, layer " << layer);
+        const size_t k = 3;
+        const Routing routing = random_routing(n_tokens, k, rng);
+        const std::vector<float> x = random_input(n_tokens * kHidden, rng);
+        ExpertGroups groups;
+        group_by_expert(routing, kExperts, {}, 0, groups);
+        ExpertJob job;
+        job.layer = layer;
+        job.input = x;
+        job.n_tokens = n_tokens;
+        job.hidden = kHidden;
+        job.k = k;
+        job.groups = &groups;
+        std::vector<float> want(n_tokens * k * kHidden, 0.0f);
+        std::vector<float> got(n_tokens * k * kHidden, -7.0f);
+        job.pair_out = want;
+        REQUIRE((*cpu)->run(job).ok());
+        job.pair_out = got;
+        REQUIRE((*gpu)->run(job).ok());
+        check_close(got, want, tolerance(type));
+      }
+    }
+  }
+}
+
+TEST_CASE("MoeLayer with a mixed CPU/CUDA expert map matches all-CPU", "[cuda][experts]") {
+  if (!have_device()) return;
+  for (TensorType type : kTypes) {
+    RandomExperts model(type, 23);
+    auto cpu = CpuExpertWorker::create(model.spec, model.weights, nullptr,
+                                       kernels::MatmulActivations::kFloat);
+    REQUIRE(cpu.ok());
+    std::mt19937 rng(9);
+    ExpertMap map = ExpertMap::uniform(kLayers, kExperts, 0);
+    for (size_t l = 0; l < kLayers; ++l) {
+      for (size_t e = 0; e < kExperts; ++e) map.set(l, e, (rng() & 1) != 0 ? 1 : 0);
+    }
+    map.set(0, 0, 0);  // both workers certainly have work in layer 0
+    map.set(0, 1, 1);
+    CudaExpertWorker::Options options;
+    options.worker = 1;
+    auto gpu = CudaExpertWorker::create(model.spec, model.weights, map, options);
+    REQUIRE(gpu.ok());
+    size_t n_gpu = 0;
+    for (size_t l = 0; l < kLayers; ++l) {
+      for (size_t e = 0; e < kExperts; ++e) n_gpu += map.worker(l, e) == 1 ? 1 : 0;
+    }
+    CHECK((*gpu)->n_experts_held() == n_gpu);
+
+    MoeLayer all_cpu({cpu->get()});
+    MoeLayer mixed({cpu->get(), gpu->get()});
+    for (size_t n_tokens : {size_t{1}, size_t{33}}) {
+      for (size_t layer = 0; layer < kLayers; ++layer) {
+        INFO(tensor_type_name(type) << ", " << n_tokens << " tokens, layer " << layer);
+        const Routing routing = random_routing(n_tokens, 2, rng);
+        const std::vector<float> x = random_input(n_tokens * kHidden, rng);
+        std::vector<float> want(n_tokens * kHidden);
+        std::vector<float> got(n_tokens * kHidden);
+        REQUIRE(
+            all_cpu.run(layer, kExperts, x, n_tokens, kHidden, routing, ExpertMap(), want).ok());
+        REQUIRE(mixed.run(layer, kExperts, x, n_tokens, kHidden, routing, map, got).ok());
+        check_close(got, want, tolerance(type));
+      }
+    }
+  }
+}
+
+// ExpertWorker's rule: a pair's result does not depend on the other pairs of the job (so any
+// split of the experts between workers changes nothing): each token alone gives the same bits.
+TEST_CASE("CUDA expert worker results do not depend on the rest of the job", "[cuda][experts]") {
+  if (!have_device()) return;
+  RandomExperts model(TensorType::kBF16, 41);
+  auto gpu = CudaExpertWorker::create(model.spec, model.weights, ExpertMap(), {});
+  REQUIRE(gpu.ok());
+  std::mt19937 rng(4);
+  const size_t n_tokens = 12;
+  const size_t k = 4;
+  const Routing routing = random_routing(n_tokens, k, rng);
+  const std::vector<float> x = random_input(n_tokens * kHidden, rng);
+  ExpertGroups groups;
+  group_by_expert(routing, kExperts, {}, 0, groups);
+  std::vector<float> all(n_tokens * k * kHidden);
+  REQUIRE((*gpu)->run(ExpertJob{0, x, n_tokens, kHidden, k, &groups, all}).ok());
+  for (size_t t = 0; t < n_tokens; ++t) {
+    Routing one;
+    one.n_tokens = 1;
+    one.k = k;
+    one.experts.assign(routing.experts.begin() + t * k, routing.experts.begin() + (t + 1) * k);
+    one.weights.assign(k, 1.0f);
+    group_by_expert(one, kExperts, {}, 0, groups);
+    std::vector<float> alone(k * kHidden);
+    const std::span<const float> xt(x.data() + t * kHidden, kHidden);
+    REQUIRE((*gpu)->run(ExpertJob{0, xt, 1, kHidden, k, &groups, alone}).ok());
+    INFO("token " << t);
+    CHECK(std::equal(alone.begin(), alone.end(), all.begin() + t * k * kHidden));
+  }
+}
+
+// The kernels' own routing-weight scaling and slot-order combine (the worker leaves both to
+// MoeLayer): scaled rows combined per token must equal MoeLayer's all-CPU output.
+TEST_CASE("expert_ffn kernels scale by the routing weight and combine in slot order",
+          "[cuda][experts]") {
+  if (!have_device()) return;
+  namespace kc = kernels::cuda;
+  RandomExperts model(TensorType::kQ8_0, 31);
+  auto cpu = CpuExpertWorker::create(model.spec, model.weights, nullptr,
+                                     kernels::MatmulActivations::kFloat);
+  REQUIRE(cpu.ok());
+  std::mt19937 rng(2);
+  const size_t n_tokens = 21;
+  const size_t k = 3;
+  const size_t layer = 1;
+  const Routing routing = random_routing(n_tokens, k, rng);
+  const std::vector<float> x = random_input(n_tokens * kHidden, rng);
+  std::vector<float> want(n_tokens * kHidden);
+  MoeLayer all_cpu({cpu->get()});
+  REQUIRE(all_cpu.run(layer, kExperts, x, n_tokens, kHidden, routing, ExpertMap(), want).ok());
+
+  // Device buffers, freed at the end of the case.
+  std::vector<void*> allocations;
+  auto upload = [&](const void* src, size_t bytes) {
+    void* dst = nullptr;
+    REQUIRE(cudaMalloc(&dst, bytes) == cudaSuccess);
+    allocations.push_back(dst);
+    if (src != nullptr) REQUIRE(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+    return dst;
+  };
+  ExpertGroups g;
+  group_by_expert(routing, kExperts, {}, 0, g);
+  const size_t n_rows = g.pairs.size();
+  std::vector<kc::DeviceExpert> slots;
+  for (int32_t e : g.expert_ids) {
+    const void* m[3];
+    for (size_t p = 0; p < 3; ++p) {
+      const auto& bytes = model.storage[3 * layer + p];
+      const size_t slab = bytes.size() / kExperts;
+      m[p] = upload(bytes.data() + static_cast<size_t>(e) * slab, slab);
+    }
+    slots.push_back({m[0], m[1], m[2]});
+  }
+  std::vector<uint32_t> tiles(3 * kc::max_expert_ffn_tiles(n_rows, slots.size()));
+  const size_t n_tiles = kc::make_expert_ffn_tiles(g.offsets.data(), slots.size(), tiles.data());
+  std::vector<uint32_t> row_input(n_rows);
+  std::vector<float> row_scale(n_rows);
+  std::vector<uint32_t> pair_row(n_tokens * k, UINT32_MAX);
+  for (size_t r = 0; r < n_rows; ++r) {
+    row_input[r] = static_cast<uint32_t>(g.pairs[r] / k);
+    row_scale[r] = routing.weights[g.pairs[r]];
+    pair_row[g.pairs[r]] = static_cast<uint32_t>(r);
+  }
+  kc::ExpertFfnGroup group;
+  group.gate_type = group.up_type = group.down_type = TensorType::kQ8_0;
+  group.hidden = kHidden;
+  group.ffn = kFfn;
+  group.n_experts = slots.size();
+  group.n_rows = n_rows;
+  group.experts = static_cast<const kc::DeviceExpert*>(
+      upload(slots.data(), slots.size() * sizeof(kc::DeviceExpert)));
+  group.tiles = static_cast<const uint32_t*>(upload(tiles.data(), 3 * n_tiles * sizeof(uint32_t)));
+  group.n_tiles = n_tiles;
+  group.row_input = static_cast<const uint32_t*>(upload(row_input.data(), n_rows * 4));
+  group.row_scale = static_cast<const float*>(upload(row_scale.data(), n_rows * 4));
+  group.x = static_cast<const float*>(upload(x.data(), x.size() * 4));
+  group.h = static_cast<float*>(upload(nullptr, n_rows * kFfn * 4));
+  group.out = static_cast<float*>(upload(nullptr, n_rows * kHidden * 4));
+  auto* d_pair_row = static_cast<const uint32_t*>(upload(pair_row.data(), pair_row.size() * 4));
+  auto* d_token_out = static_cast<float*>(upload(nullptr, n_tokens * kHidden * 4));
+  REQUIRE(kc::expert_ffn_enqueue(group, nullptr).ok());
+  REQUIRE(kc::expert_ffn_combine_enqueue(d_pair_row, group.out, n_tokens, k, kHidden, d_token_out,
+                                         nullptr)
+              .ok());
+  std::vector<float> got(n_tokens * kHidden);
+  REQUIRE(cudaMemcpy(got.data(), d_token_out, got.size() * 4, cudaMemcpyDeviceToHost) ==
+          cudaSuccess);
+  for (void* p : allocations) cudaFree(p);
+  check_close(got, want, tolerance(TensorType::kQ8_0));
+
+  // An unsupported type is refused before any launch.
+  group.down_type = TensorType::kQ4_K;
+  CHECK(kc::expert_ffn_enqueue(group, nullptr).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("CUDA expert worker refuses what it cannot run", "[cuda][experts]") {
+  if (cuda_device_count() == 0) {
+    // The one case that runs everywhere: no device is a clear UNAVAILABLE, not a crash.
+    RandomExperts model(TensorType::kF16, 3);
+    auto gpu = CudaExpertWorker::create(model.spec, model.weights, ExpertMap(), {});
+    REQUIRE_FALSE(gpu.ok());
+    CHECK(gpu.status().code() == StatusCode::kUnavailable);
+    CHECK_THAT(gpu.status().message(), Catch::Contains("no CUDA device"));
+    return;
+  }
+  RandomExperts model(TensorType::kF16, 3);
+  // Q4_0 is a valid model type the CUDA kernels do not take (same block size as Q8_0's 32).
+  std::vector<uint8_t> q4(kExperts * kFfn * (kHidden / 32) * 18, 0);
+  model.tensors[0].type = TensorType::kQ4_0;
+  model.tensors[0].data = q4;
+  auto bad = CudaExpertWorker::create(model.spec, model.weights, ExpertMap(), {});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == StatusCode::kUnimplemented);
+  CHECK_THAT(bad.status().message(), Catch::Contains("Q4_0"));
+
+  CudaExpertWorker::Options options;
+  options.device = 1000;
+  RandomExperts good(TensorType::kF16, 4);
+  CHECK(CudaExpertWorker::create(good.spec, good.weights, ExpertMap(), options).status().code() ==
+        StatusCode::kInvalidArgument);
+
+  // A job naming an expert the worker does not hold is an error, not a crash.
+  ExpertMap map = ExpertMap::uniform(kLayers, kExperts, 0);
+  map.set(1, 2, 1);
+  options.device = 0;
+  options.worker = 1;
+  auto gpu = CudaExpertWorker::create(good.spec, good.weights, map, options);
+  REQUIRE(gpu.ok());
+  CHECK((*gpu)->n_experts_held() == 1);
+  Routing routing;
+  routing.n_tokens = 1;
+  routing.k = 1;
+  routing.experts = {3};
+  routing.weights = {1.0f};
+  ExpertGroups groups;
+  group_by_expert(routing, kExperts, {}, 0, groups);
+  std::vector<float> x(kHidden, 0.5f);
+  std::vector<float> out(kHidden);
+  ExpertJob job{1, x, 1, kHidden, 1, &groups, out};
+  CHECK((*gpu)->run(job).code() == StatusCode::kFailedPrecondition);
+  routing.experts = {2};
+  group_by_expert(routing, kExperts, {}, 0, groups);
+  CHECK((*gpu)->run(job).ok());
+}
+
+}  // namespace
+}  // namespace tandem::experts

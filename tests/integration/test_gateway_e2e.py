@@ -1,0 +1,168 @@
+# End-to-end tests: the SMG gateway (`smg launch`, PyPI) in front of tandemd (demo model), driven
+# by the official `openai` client: chat and completions, streaming and not, client disconnects.
+#
+# TANDEM_UPDATE_EXAMPLES=1 also rewrites docs/examples/chat-completion.json (the README's example).
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import openai
+import pytest
+from conftest import DEMO_GGUF, REPO, free_port, tandem_cli_json
+from smg_grpc_proto import vllm_engine_pb2 as pb
+
+MODEL = "tandem-demo"
+CHAT = [{"role": "user", "content": "Who made the heaven and the earth?"}]
+COMPLETION_PROMPT = "In the beginning"
+GATEWAY_START_S = 90
+
+
+def smg_binary():
+    found = Path(sys.executable).with_name("smg")
+    return str(found) if found.exists() else shutil.which("smg")
+
+
+@pytest.fixture(scope="module")
+def stack(module_tandemd, tmp_path_factory):
+    """tandemd (demo model) with the SMG gateway in front; yields (daemon, gateway base URL)."""
+    daemon = module_tandemd.start()
+    info = daemon.vllm.GetModelInfo(pb.GetModelInfoRequest(), timeout=5)
+    port, prom = free_port(), free_port()
+    log_path = tmp_path_factory.mktemp("smg") / "smg.log"
+    log = open(log_path, "wb")
+    argv = [smg_binary(), "launch", "--host", "127.0.0.1", "--port", str(port), "--worker-urls",
+            f"grpc://{daemon.address}", "--policy", "round_robin", "--tokenizer-path",
+            info.tokenizer_path, "--prometheus-host", "127.0.0.1", "--prometheus-port",
+            str(prom)]
+    gw = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                          env={**os.environ, "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + GATEWAY_START_S
+        models = []
+        while time.monotonic() < deadline and MODEL not in models:
+            assert gw.poll() is None, f"smg exited with {gw.returncode}:\n{log_path.read_text()}"
+            try:
+                with urllib.request.urlopen(f"{base}/v1/models", timeout=2) as r:
+                    models = [m["id"] for m in json.loads(r.read())["data"]]
+            except OSError:
+                pass
+            time.sleep(0.2)
+        assert MODEL in models, f"gateway never listed {MODEL}:\n{log_path.read_text()}"
+        yield daemon, base
+    finally:
+        if gw.poll() is None:
+            os.killpg(gw.pid, signal.SIGTERM)
+            try:
+                gw.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(gw.pid, signal.SIGKILL)
+                gw.wait()
+        log.close()
+
+
+@pytest.fixture
+def client(stack):
+    _, base = stack
+    return openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def stream_text(stream, field):
+    parts, finish = [], None
+    for event in stream:
+        for choice in event.choices:
+            piece = choice.delta.content if field == "delta" else choice.text
+            parts.append(piece or "")
+            finish = choice.finish_reason or finish
+    return "".join(parts), finish
+
+
+def test_chat_completion_stream_equals_unary(client):
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=CHAT,
+                                                           temperature=0, max_tokens=40)
+    full = raw.parse()
+    choice = full.choices[0]
+    assert choice.message.role == "assistant"
+    assert choice.message.content
+    assert choice.finish_reason in ("length", "stop")
+    assert full.usage.completion_tokens <= 40
+    assert full.usage.prompt_tokens > 0
+    text, finish = stream_text(client.chat.completions.create(
+        model=MODEL, messages=CHAT, temperature=0, max_tokens=40, stream=True), "delta")
+    assert text == choice.message.content
+    assert finish == choice.finish_reason
+    if os.environ.get("TANDEM_UPDATE_EXAMPLES") == "1":
+        example = {
+            "request": {"model": MODEL, "messages": CHAT, "temperature": 0, "max_tokens": 40},
+            "response": json.loads(raw.text),
+        }
+        path = REPO / "docs/examples/chat-completion.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(example, indent=2) + "\n")
+
+
+def test_completion_stream_equals_unary_and_tandem_generate(client):
+    full = client.completions.create(model=MODEL, prompt=COMPLETION_PROMPT, temperature=0,
+                                     max_tokens=30)
+    choice = full.choices[0]
+    assert choice.text
+    assert full.usage.completion_tokens <= 30
+    text, finish = stream_text(client.completions.create(
+        model=MODEL, prompt=COMPLETION_PROMPT, temperature=0, max_tokens=30, stream=True),
+        "text")
+    assert text == choice.text
+    assert finish == choice.finish_reason
+    # The gateway tokenizes with HF tokenizers; `tandem generate` with our own tokenizer and
+    # engine in one process gives the same greedy text.
+    cli = tandem_cli_json("--model", str(DEMO_GGUF), "--prompt", COMPLETION_PROMPT,
+                          "--max-tokens", "30")
+    assert choice.text == cli["text"]
+
+
+def test_stop_string_through_gateway(client):
+    full = client.completions.create(model=MODEL, prompt=COMPLETION_PROMPT, temperature=0,
+                                     max_tokens=30)
+    words = [m for m in re.finditer(r"[A-Za-z]{3,}", full.choices[0].text) if m.start() >= 5]
+    stop = words[0].group(0)
+    cut = client.completions.create(model=MODEL, prompt=COMPLETION_PROMPT, temperature=0,
+                                    max_tokens=30, stop=[stop])
+    assert cut.choices[0].finish_reason == "stop"
+    assert cut.choices[0].text == full.choices[0].text[:words[0].start()]
+
+
+def test_unknown_model_is_404(client):
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="no-such-model", messages=CHAT, max_tokens=2)
+
+
+def test_client_disconnect_frees_sequence(stack, client):
+    daemon, _ = stack
+    before = daemon.metrics_text()
+    stream = client.completions.create(model=MODEL, prompt=COMPLETION_PROMPT, temperature=0,
+                                       max_tokens=480, stream=True,
+                                       extra_body={"ignore_eos": True})
+    got = 0
+    for event in stream:
+        got += 1
+        if got == 3:
+            break
+    assert got == 3
+    assert daemon.server_info().active_requests == 1
+    stream.close()  # drops the HTTP connection mid-stream
+    assert daemon.wait_idle(timeout=5) == 0
+    after = daemon.metrics_text()
+
+    def total(text, outcome):
+        m = re.search(r'^tandem_requests_total\{outcome="%s"\} (\S+)$' % outcome, text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    # The daemon ended it as aborted (cancel or Abort RPC), not as a finished request.
+    assert total(after, "abort") == total(before, "abort") + 1
+    assert total(after, "length") == total(before, "length")

@@ -1,0 +1,420 @@
+# Integration tests of tandemd's gRPC API through the smg-grpc-proto client stubs: the vLLM worker
+# protocol, grpc health and reflection, API keys, the tandem.v1 service and Prometheus metrics.
+import json
+import re
+import threading
+
+import grpc
+import pytest
+from conftest import (DEMO_GGUF, DEMO_HF, TINY_DIR, TINY_F32, detokenize, generate, new_id,
+                      tandem_cli_json)
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from smg_grpc_proto import vllm_engine_pb2 as pb
+from smg_grpc_proto.generated import common_pb2
+
+REF_F32 = json.loads((TINY_DIR / "ref-f32.json").read_text())
+DEMO_PROMPT = [1, 2, 3]
+LONG = dict(max_tokens=480, ignore_eos=True)  # ~1.5 s of decoding on the demo model
+
+
+def rpc_code(fn, *args, **kwargs):
+    """Runs a call that must fail; returns its status code."""
+    with pytest.raises(grpc.RpcError) as e:
+        r = fn(*args, **kwargs)
+        if hasattr(r, "__next__"):  # a server stream: read it to its status
+            list(r)
+    return e.value.code()
+
+
+def start_stream(daemon, request_id, input_ids=DEMO_PROMPT, **sampling):
+    """Starts a streaming Generate; returns (call, the first response)."""
+    sampling.setdefault("temperature", 0.0)
+    req = pb.GenerateRequest(request_id=request_id, stream=True,
+                             tokenized=pb.TokenizedInput(input_ids=input_ids),
+                             sampling_params=pb.SamplingParams(**sampling))
+    call = daemon.vllm.Generate(req, timeout=60, metadata=daemon.metadata())
+    first = next(call)
+    return call, first
+
+
+def drain(call):
+    chunks, completes = [], []
+    for resp in call:
+        kind = resp.WhichOneof("response")
+        (chunks if kind == "chunk" else completes).append(getattr(resp, kind))
+    return chunks, completes
+
+
+# --- vllm.grpc.engine.VllmEngine ---------------------------------------------------------------
+
+
+def test_health_check(demo):
+    resp = demo.vllm.HealthCheck(pb.HealthCheckRequest(), timeout=5)
+    assert resp.healthy
+
+
+def test_model_info_matches_demo_config(demo):
+    info = demo.vllm.GetModelInfo(pb.GetModelInfoRequest(), timeout=5)
+    config = json.loads((DEMO_HF / "config.json").read_text())
+    generation = json.loads((DEMO_HF / "generation_config.json").read_text())
+    assert info.served_model_name == "tandem-demo"
+    assert info.is_generation
+    assert info.max_context_length == config["max_position_embeddings"]
+    assert info.vocab_size == config["vocab_size"]
+    assert info.model_type == config["model_type"]
+    assert list(info.architectures) == config["architectures"]
+    assert info.bos_token_id == config["bos_token_id"]
+    assert info.pad_token_id == config["pad_token_id"]
+    assert config["eos_token_id"] in info.eos_token_ids
+    assert set(info.eos_token_ids) <= set(generation["eos_token_id"])
+    assert 0 < info.max_req_input_len < info.max_context_length
+    assert (DEMO_HF / "tokenizer.json").samefile(f"{info.tokenizer_path}/tokenizer.json")
+
+
+def test_server_info(demo):
+    info = demo.server_info()
+    assert info.active_requests == 0
+    assert not info.is_paused
+    assert info.uptime_seconds > 0
+    assert info.data_parallel_size == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+@pytest.mark.parametrize("prompt", REF_F32["prompts"], ids=lambda p: p["name"])
+def test_tiny_greedy_equals_llama_cpp(tiny, prompt, stream):
+    want = prompt["greedy_tokens"]
+    chunks, done = generate(tiny, prompt["tokens"], stream=stream, max_tokens=len(want),
+                            ignore_eos=True)
+    assert list(done.output_ids) == want
+    assert done.finish_reason == "length"
+    assert done.prompt_tokens == prompt["n_tokens"]
+    assert done.completion_tokens == len(want)
+    if stream:
+        streamed = [t for c in chunks for t in c.token_ids]
+        assert streamed == want
+        assert all(len(c.token_ids) > 0 for c in chunks)
+        assert chunks[-1].completion_tokens == len(want)
+    else:
+        assert chunks == []
+
+
+@pytest.mark.parametrize("prompt", REF_F32["prompts"], ids=lambda p: p["name"])
+def test_tiny_greedy_equals_tandem_generate(tiny, prompt):
+    n = 24
+    cli = tandem_cli_json("--model", str(TINY_F32), "--prompt-ids",
+                          " ".join(map(str, prompt["tokens"])), "--max-tokens", str(n),
+                          "--ignore-eos")
+    _, done = generate(tiny, prompt["tokens"], max_tokens=n, ignore_eos=True)
+    assert list(done.output_ids) == cli["token_ids"]
+    assert list(done.output_ids[:16]) == prompt["greedy_tokens"]
+
+
+def _demo_full(n=40):
+    return tandem_cli_json("--model", str(DEMO_GGUF), "--prompt-ids",
+                           " ".join(map(str, DEMO_PROMPT)), "--max-tokens", str(n),
+                           "--ignore-eos")
+
+
+def test_demo_greedy_equals_tandem_generate(demo):
+    cli = _demo_full()
+    _, done = generate(demo, DEMO_PROMPT, max_tokens=40, ignore_eos=True)
+    assert list(done.output_ids) == cli["token_ids"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+def test_stop_string_cuts_output(demo, stream):
+    full = _demo_full()
+    # A word of the greedy text that starts after its first 10 characters.
+    words = [m for m in re.finditer(r"[A-Za-z]{4,}", full["text"]) if m.start() >= 10]
+    assert words, f"no usable stop word in {full['text']!r}"
+    stop = words[0].group(0)
+    chunks, done = generate(demo, DEMO_PROMPT, stream=stream, max_tokens=40, ignore_eos=True,
+                            stop=[stop])
+    assert done.finish_reason == "stop"
+    assert done.WhichOneof("matched_stop") == "matched_stop_str"
+    assert done.matched_stop_str == stop
+    ids = list(done.output_ids)
+    if stream:
+        assert [t for c in chunks for t in c.token_ids] == ids
+    # Cut exactly at the first token whose text completes the stop string.
+    assert ids == full["token_ids"][:len(ids)]
+    assert stop in detokenize(DEMO_GGUF, ids).rstrip("\n")
+    assert stop not in detokenize(DEMO_GGUF, ids[:-1]).rstrip("\n")
+    assert len(ids) < len(full["token_ids"])
+
+
+def test_max_tokens(demo):
+    _, done = generate(demo, DEMO_PROMPT, max_tokens=5, ignore_eos=True)
+    assert len(done.output_ids) == 5
+    assert done.completion_tokens == 5
+    assert done.finish_reason == "length"
+
+
+def test_stop_token_ids(demo):
+    full = _demo_full()["token_ids"]
+    k = 6
+    tok = full[k]
+    first = full.index(tok)
+    _, done = generate(demo, DEMO_PROMPT, max_tokens=40, ignore_eos=True, stop_token_ids=[tok])
+    assert done.finish_reason == "stop"
+    assert done.WhichOneof("matched_stop") == "matched_token_id"
+    assert done.matched_token_id == tok
+    # The ids before the stop token are the greedy ones; the stop token itself may be kept.
+    ids = list(done.output_ids)
+    assert ids in (full[:first], full[:first + 1])
+
+
+def test_eos_stops_without_ignore_eos(demo):
+    _, done = generate(demo, DEMO_PROMPT, max_tokens=40)
+    info = demo.vllm.GetModelInfo(pb.GetModelInfoRequest(), timeout=5)
+    assert done.finish_reason == "stop"
+    assert done.matched_token_id in info.eos_token_ids
+    assert len(done.output_ids) < 40
+
+
+def test_abort_mid_stream(demo):
+    rid = new_id("abort")
+    call, first = start_stream(demo, rid, **LONG)
+    assert first.WhichOneof("response") == "chunk"
+    demo.vllm.Abort(pb.AbortRequest(request_ids=[rid, "never-seen"]), timeout=5)
+    chunks, completes = drain(call)
+    assert len(completes) == 1
+    assert completes[0].finish_reason == "abort"
+    got = len(first.chunk.token_ids) + sum(len(c.token_ids) for c in chunks)
+    assert got < LONG["max_tokens"]
+    assert demo.wait_idle() == 0
+    # Aborting a finished id is fine.
+    demo.vllm.Abort(pb.AbortRequest(request_ids=[rid]), timeout=5)
+
+
+def test_client_cancel_frees_request(demo):
+    call, first = start_stream(demo, new_id("cancel"), **LONG)
+    assert demo.server_info().active_requests == 1
+    call.cancel()
+    assert demo.wait_idle(timeout=5) == 0
+    _, done = generate(demo, DEMO_PROMPT, max_tokens=3, ignore_eos=True)
+    assert len(done.output_ids) == 3
+
+
+def test_duplicate_in_flight_id(demo):
+    rid = new_id("dup")
+    call, _ = start_stream(demo, rid, **LONG)
+    code = rpc_code(generate, demo, DEMO_PROMPT, request_id=rid, max_tokens=3)
+    assert code == grpc.StatusCode.ALREADY_EXISTS
+    demo.vllm.Abort(pb.AbortRequest(request_ids=[rid]), timeout=5)
+    _, completes = drain(call)
+    assert completes[0].finish_reason == "abort"
+    # Once finished, the id can be used again.
+    _, done = generate(demo, DEMO_PROMPT, request_id=rid, max_tokens=3, ignore_eos=True)
+    assert len(done.output_ids) == 3
+
+
+BAD_REQUESTS = {
+    "top_p_2": (DEMO_PROMPT, dict(top_p=2.0)),
+    "logprobs": (DEMO_PROMPT, dict(logprobs=1)),
+    "n_2": (DEMO_PROMPT, dict(n=2)),
+    "prompt_over_context": ([5] * 600, dict(max_tokens=1)),
+    "prompt_plus_max_tokens_over_context": ([5] * 500, dict(max_tokens=100)),
+    "unknown_token_id": ([1, 4096 + 7, 3], dict(max_tokens=1)),
+    "empty_prompt": ([], dict(max_tokens=1)),
+    "negative_temperature": (DEMO_PROMPT, dict(temperature=-1.0)),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_REQUESTS))
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+def test_bad_request_invalid_argument(demo, name, stream):
+    ids, sampling = BAD_REQUESTS[name]
+    code = rpc_code(generate, demo, ids, stream=stream, **sampling)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    # The daemon keeps serving.
+    assert demo.vllm.HealthCheck(pb.HealthCheckRequest(), timeout=5).healthy
+    _, done = generate(demo, DEMO_PROMPT, max_tokens=2, ignore_eos=True)
+    assert len(done.output_ids) == 2
+
+
+def test_embed_and_get_tokenizer_unimplemented(demo):
+    code = rpc_code(demo.vllm.Embed,
+                    pb.EmbedRequest(request_id="e", tokenized=pb.TokenizedInput(input_ids=[1])),
+                    timeout=5)
+    assert code == grpc.StatusCode.UNIMPLEMENTED
+    code = rpc_code(demo.vllm.GetTokenizer, common_pb2.GetTokenizerRequest(), timeout=5)
+    assert code == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_get_loads(demo):
+    resp = demo.vllm.GetLoads(pb.GetLoadsRequest(include=["core"]), timeout=5)
+    assert resp.dp_rank_count == 1
+    assert len(resp.loads) == 1
+    assert resp.loads[0].num_running_reqs == 0
+
+
+# --- grpc.health.v1 and reflection --------------------------------------------------------------
+
+
+def test_grpc_health_check_and_watch(demo):
+    resp = demo.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+    assert resp.status == health_pb2.HealthCheckResponse.SERVING
+    watch = demo.health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=5)
+    first = next(watch)
+    assert first.status == health_pb2.HealthCheckResponse.SERVING
+    watch.cancel()
+    code = rpc_code(demo.health.Check, health_pb2.HealthCheckRequest(service="no.such.Service"),
+                    timeout=5)
+    assert code == grpc.StatusCode.NOT_FOUND
+
+
+def test_reflection_lists_services(demo):
+    stub = reflection_pb2_grpc.ServerReflectionStub(demo.channel)
+    responses = stub.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+    names = {s.name for r in responses for s in r.list_services_response.service}
+    assert "vllm.grpc.engine.VllmEngine" in names
+    assert "tandem.v1.Tandem" in names
+    assert "grpc.health.v1.Health" in names
+
+
+# --- API keys ------------------------------------------------------------------------------------
+
+
+def test_api_keys(tandemd):
+    key = "integration-key-1"
+    d = tandemd(api_key=key)
+    no_key = [("x-other", "1")]
+    wrong = [("authorization", "Bearer wrong-key-123")]
+    for md in (no_key, wrong):
+        code = rpc_code(d.vllm.GetModelInfo, pb.GetModelInfoRequest(), timeout=5, metadata=md)
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        code = rpc_code(generate, d, DEMO_PROMPT, max_tokens=2, metadata=md)
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+    # Health stays open for probes; the right key works.
+    assert d.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status == \
+        health_pb2.HealthCheckResponse.SERVING
+    assert d.vllm.GetModelInfo(pb.GetModelInfoRequest(), timeout=5,
+                               metadata=d.metadata()).served_model_name == "tandem-demo"
+    _, done = generate(d, DEMO_PROMPT, max_tokens=2, ignore_eos=True)
+    assert len(done.output_ids) == 2
+
+
+# --- tandem.v1.Tandem ----------------------------------------------------------------------------
+
+
+def test_tandem_get_placement(demo, tandem_pb):
+    tpb, tpbg = tandem_pb
+    stub = tpbg.TandemStub(demo.channel)
+    p = stub.GetPlacement(tpb.GetPlacementRequest(), timeout=5)
+    config = json.loads((DEMO_HF / "config.json").read_text())
+    assert p.num_moe_layers == config["num_hidden_layers"]
+    assert p.num_experts_per_layer == config["num_experts"]
+    assert p.experts_per_token == config["num_experts_per_tok"]
+    assert len(p.layers) == p.num_moe_layers
+    assert p.num_gpu_experts == sum(len(layer.gpu_expert_ids) for layer in p.layers)
+    assert p.cpu_expert_bytes > 0
+
+
+def test_tandem_activation_stats_grow_and_dump(demo, tandem_pb):
+    tpb, tpbg = tandem_pb
+    stub = tpbg.TandemStub(demo.channel)
+    live = tpb.STATS_SCOPE_LIVE
+    before = stub.GetActivationStats(tpb.GetActivationStatsRequest(scope=live), timeout=5)
+    n = 8
+    _, done = generate(demo, DEMO_PROMPT, max_tokens=n, ignore_eos=True)
+    after = stub.GetActivationStats(tpb.GetActivationStatsRequest(scope=live), timeout=5)
+    assert after.num_experts_per_layer == 16
+    assert len(after.layers) == 4
+    assert after.tokens > before.tokens
+    for b, a in zip(before.layers, after.layers):
+        assert all(y >= x for x, y in zip(b.counts, a.counts))
+        # top-2 routing: every new token of every layer adds exactly 2 expert counts.
+        assert sum(a.counts) - sum(b.counts) == 2 * (after.tokens - before.tokens)
+    dumped = stub.DumpActivationStats(tpb.DumpActivationStatsRequest(path="dump.json", scope=live),
+                                      timeout=10)
+    path = demo.stats_dir / "dump.json"
+    assert path.samefile(dumped.path)
+    assert dumped.bytes_written == path.stat().st_size
+    assert dumped.tokens >= after.tokens
+    json.loads(path.read_text())
+
+
+# --- Prometheus ----------------------------------------------------------------------------------
+
+
+def _requests_total(text, outcome):
+    m = re.search(r'^tandem_requests_total\{outcome="%s"\} (\S+)$' % outcome, text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_metrics_count_requests(demo):
+    before = demo.metrics_text()
+    generate(demo, DEMO_PROMPT, max_tokens=3, ignore_eos=True)
+    generate(demo, DEMO_PROMPT, max_tokens=3, ignore_eos=True, stream=True)
+    rpc_code(generate, demo, DEMO_PROMPT, top_p=2.0)
+    after = demo.metrics_text()
+    assert _requests_total(after, "length") - _requests_total(before, "length") == 2
+    assert (_requests_total(after, "invalid_argument")
+            - _requests_total(before, "invalid_argument")) == 1
+
+
+def test_concurrent_streams_are_independent(demo):
+    """Four greedy streams at once give the same ids as one alone (batching is invisible)."""
+    _, alone = generate(demo, DEMO_PROMPT, max_tokens=32, ignore_eos=True)
+    results = [None] * 4
+
+    def run(i):
+        results[i] = generate(demo, DEMO_PROMPT, max_tokens=32, ignore_eos=True, stream=True)[1]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(r is not None and list(r.output_ids) == list(alone.output_ids) for r in results)
+
+
+def test_text_input_equals_tandem_generate(demo):
+    cli = tandem_cli_json("--model", str(DEMO_GGUF), "--prompt", "In the beginning",
+                          "--max-tokens", "24", "--ignore-eos")
+    req = pb.GenerateRequest(request_id=new_id("text"), text="In the beginning",
+                             sampling_params=pb.SamplingParams(temperature=0.0, max_tokens=24,
+                                                               ignore_eos=True))
+    completes = [r.complete for r in demo.vllm.Generate(req, timeout=30)]
+    assert list(completes[-1].output_ids) == cli["token_ids"]
+
+
+def test_empty_request_id_invalid_argument(demo):
+    # generate() would replace an empty id, so send the raw request.
+    req = pb.GenerateRequest(request_id="", tokenized=pb.TokenizedInput(input_ids=DEMO_PROMPT),
+                             sampling_params=pb.SamplingParams(max_tokens=2))
+    code = rpc_code(lambda: list(demo.vllm.Generate(req, timeout=10)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_deadline_exceeded_frees_request(demo):
+    req = pb.GenerateRequest(request_id=new_id("deadline"), stream=True,
+                             tokenized=pb.TokenizedInput(input_ids=DEMO_PROMPT),
+                             sampling_params=pb.SamplingParams(temperature=0.0, **LONG))
+    code = rpc_code(lambda: list(demo.vllm.Generate(req, timeout=0.2)))
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert demo.wait_idle(timeout=5) == 0
+
+
+def test_seeded_sampling_is_reproducible(demo):
+    sampling = dict(temperature=1.0, top_k=50, seed=1234, max_tokens=24, ignore_eos=True)
+    _, a = generate(demo, DEMO_PROMPT, **sampling)
+    _, b = generate(demo, DEMO_PROMPT, stream=True, **sampling)
+    assert list(a.output_ids) == list(b.output_ids)
+    cli = tandem_cli_json("--model", str(DEMO_GGUF), "--prompt-ids",
+                          " ".join(map(str, DEMO_PROMPT)), "--max-tokens", "24", "--ignore-eos",
+                          "--temperature", "1", "--top-k", "50", "--seed", "1234")
+    assert list(a.output_ids) == cli["token_ids"]
+
+
+def test_get_loads_counts_running_request(demo):
+    rid = new_id("loads")
+    call, _ = start_stream(demo, rid, **LONG)
+    loads = demo.vllm.GetLoads(pb.GetLoadsRequest(include=["core"]), timeout=5).loads[0]
+    assert loads.num_running_reqs + loads.num_waiting_reqs == 1
+    assert loads.num_total_reqs == 1
+    demo.vllm.Abort(pb.AbortRequest(request_ids=[rid]), timeout=5)
+    drain(call)
