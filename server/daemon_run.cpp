@@ -27,9 +27,18 @@ constexpr auto kGaugeInterval = std::chrono::seconds(1);
 // After the engine stopped, how long the last abort completions get to reach their clients.
 constexpr auto kFinalFlush = std::chrono::seconds(2);
 
+// Counters already exported, so that each update adds only what is new.
+struct Exported {
+  uint64_t gpu_pairs = 0;
+  uint64_t cpu_pairs = 0;
+  int64_t preemptions = 0;
+};
+
 void update_gauges(const runtime::Scheduler& scheduler, const MoeActivity& activity,
-                   ServerMetrics& metrics, uint64_t& gpu_pairs_seen, uint64_t& cpu_pairs_seen) {
+                   ServerMetrics& metrics, Exported& seen) {
   const runtime::SchedulerLoad load = scheduler.load();
+  metrics.add_preemptions(load.preemptions - seen.preemptions);
+  seen.preemptions = load.preemptions;
   metrics.set_queue_depth(load.waiting);
   metrics.set_running(load.running);
   metrics.set_kv_blocks(load.kv_used_blocks, load.kv_total_blocks);
@@ -40,10 +49,10 @@ void update_gauges(const runtime::Scheduler& scheduler, const MoeActivity& activ
   const uint64_t cpu = activity.expert_pairs(false);
   // Expert time per device is not measured yet (the MoE layer does not time its workers): only
   // the pair counts are exported; the seconds series stays 0.
-  metrics.add_expert_tokens("gpu", static_cast<int64_t>(gpu - gpu_pairs_seen), 0.0);
-  metrics.add_expert_tokens("cpu", static_cast<int64_t>(cpu - cpu_pairs_seen), 0.0);
-  gpu_pairs_seen = gpu;
-  cpu_pairs_seen = cpu;
+  metrics.add_expert_tokens("gpu", static_cast<int64_t>(gpu - seen.gpu_pairs), 0.0);
+  metrics.add_expert_tokens("cpu", static_cast<int64_t>(cpu - seen.cpu_pairs), 0.0);
+  seen.gpu_pairs = gpu;
+  seen.cpu_pairs = cpu;
   if (gpu + cpu > 0) {
     metrics.set_gpu_hit_rate(static_cast<double>(gpu) / static_cast<double>(gpu + cpu));
   }
@@ -96,9 +105,9 @@ int run_daemon(config::Config config, const std::string& executable_path) {
   context.api_keys = config.server.api_keys;
   context.metrics = metrics->get();
   VllmEngineService vllm_service(context);
-  TandemService tandem_service(context, config.placement.stats_output_path,
-                               TandemServiceOptions{.statistics_path = config.placement.stats_path,
-                                                    .gpu_device = ""});
+  TandemService tandem_service(
+      context, config.placement.stats_output_path,
+      TandemServiceOptions{.statistics_path = config.placement.stats_path, .gpu_device = ""});
   Result<std::unique_ptr<GrpcServer>> server =
       GrpcServer::start(config.server, {&vllm_service, &tandem_service});
   if (!server.ok()) {
@@ -171,16 +180,14 @@ int run_daemon(config::Config config, const std::string& executable_path) {
         config.server.host, (*server)->port(), info.tokenizer_path);
   }
 
-  uint64_t gpu_pairs = 0;
-  uint64_t cpu_pairs = 0;
+  Exported exported;
   while (!signals.wait(std::chrono::duration_cast<std::chrono::milliseconds>(kGaugeInterval))) {
-    update_gauges(*engine->scheduler, **activity, **metrics, gpu_pairs, cpu_pairs);
+    update_gauges(*engine->scheduler, **activity, **metrics, exported);
   }
   drain(context, **server, **metrics, *engine->scheduler,
         std::chrono::seconds(config.server.shutdown_grace_seconds));
   if (!config.placement.stats_output_path.empty()) {
-    const Status written =
-        dump_activation_stats(**activity, config.placement.stats_output_path);
+    const Status written = dump_activation_stats(**activity, config.placement.stats_output_path);
     if (written.ok()) {
       spdlog::info("activation statistics written to {}", config.placement.stats_output_path);
     } else {

@@ -55,9 +55,10 @@ Result<std::string> apply_embedded_default(config::Config& config,
     if (config.model.served_name.empty()) config.model.served_name = "tandem-demo";
     return dir;
   }
-  return not_found_error("no model configured (model.path) and the embedded demo model was not "
-                         "found; looked for " +
-                         looked);
+  return not_found_error(
+      "no model configured (model.path) and the embedded demo model was not "
+      "found; looked for " +
+      looked);
 }
 
 }  // namespace tandem::server

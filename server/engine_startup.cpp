@@ -1,11 +1,15 @@
 // start_engine: runner + scheduler + tokenizer + tokenizer directory + model facts.
 #include "server/engine_startup.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/model/architecture.h"
 #include "engine/model/gguf_file.h"
@@ -77,6 +81,28 @@ Result<std::string> tokenizer_directory(const config::Config& config) {
   return absolute_path(target.string());
 }
 
+// eos_token_id of <dir>/generation_config.json (an id or a list of ids), which Hugging Face
+// generation stops on and the gateway reads too; empty when absent or unreadable.
+std::vector<int32_t> generation_config_eos(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "generation_config.json");
+  if (!in) return {};
+  const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("eos_token_id")) return {};
+  const nlohmann::json& eos = json["eos_token_id"];
+  std::vector<int32_t> ids;
+  auto add = [&](const nlohmann::json& v) {
+    if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX) {
+      ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+    }
+  };
+  if (eos.is_array()) {
+    for (const nlohmann::json& v : eos) add(v);
+  } else {
+    add(eos);
+  }
+  return ids;
+}
+
 }  // namespace
 
 Result<ServingEngine> start_engine(const config::Config& config, const StartedModel& model,
@@ -88,9 +114,9 @@ Result<ServingEngine> start_engine(const config::Config& config, const StartedMo
   runtime::RunnerOptions runner_options;
   runner_options.threads = config.runtime.threads;
   runner_options.context_length = static_cast<size_t>(config.model.context_length);
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRunner> runner,
-                          runtime::ModelRunner::create(spec, *model.checkpoint.weights,
-                                                       runner_options));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<runtime::ModelRunner> runner,
+      runtime::ModelRunner::create(spec, *model.checkpoint.weights, runner_options));
   const int64_t context = static_cast<int64_t>(runner->context_length());
 
   runtime::SchedulerOptions options;
@@ -103,10 +129,19 @@ Result<ServingEngine> start_engine(const config::Config& config, const StartedMo
   if (spec.eos_token_id.has_value()) {
     options.eos_token_ids.push_back(static_cast<int32_t>(*spec.eos_token_id));
   }
-  if (engine.tokenizer != nullptr && engine.tokenizer->eos_id().has_value() &&
-      (options.eos_token_ids.empty() || options.eos_token_ids[0] != *engine.tokenizer->eos_id())) {
+  if (engine.tokenizer != nullptr && engine.tokenizer->eos_id().has_value()) {
     options.eos_token_ids.push_back(*engine.tokenizer->eos_id());
   }
+  if (engine.tokenizer != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(engine.info.tokenizer_path, tokenizer_directory(config));
+    for (const int32_t id : generation_config_eos(engine.info.tokenizer_path)) {
+      if (id < static_cast<int32_t>(spec.vocab_size)) options.eos_token_ids.push_back(id);
+    }
+  }
+  std::sort(options.eos_token_ids.begin(), options.eos_token_ids.end());
+  options.eos_token_ids.erase(
+      std::unique(options.eos_token_ids.begin(), options.eos_token_ids.end()),
+      options.eos_token_ids.end());
   options.tokenizer = engine.tokenizer.get();
   options.routing_observer = observer;
   engine.info.eos_token_ids = options.eos_token_ids;
@@ -121,9 +156,6 @@ Result<ServingEngine> start_engine(const config::Config& config, const StartedMo
   ServedModelInfo& info = engine.info;
   info.model_path = absolute_path(config.model.path);
   info.served_model_name = served_name(config);
-  if (engine.tokenizer != nullptr) {
-    TANDEM_ASSIGN_OR_RETURN(info.tokenizer_path, tokenizer_directory(config));
-  }
   const model::ArchitectureTraits& traits = model::traits(spec.architecture);
   info.model_type = std::string(traits.hf_model_type);
   info.architectures = {std::string(traits.hf_class)};

@@ -128,12 +128,11 @@ void GenerateReactor::pump_locked() {
     return;
   }
   if (complete_written_) {
-    return finish_locked(grpc::Status::OK,
-                         runtime::finish_reason_name(final_->finish_reason));
+    return finish_locked(grpc::Status::OK, runtime::finish_reason_name(final_->finish_reason));
   }
   if (!unsent_ids_.empty()) {
-    response_ = chunk_response(unsent_ids_, prompt_tokens_,
-                               static_cast<int64_t>(output_ids_.size()));
+    response_ =
+        chunk_response(unsent_ids_, prompt_tokens_, static_cast<int64_t>(output_ids_.size()));
     unsent_ids_.clear();
     return write_locked();
   }

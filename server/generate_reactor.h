@@ -50,16 +50,16 @@ class GenerateReactor final
   const std::chrono::steady_clock::time_point received_at_;
 
   std::mutex mu_;
-  runtime::RequestHandle handle_;               // guarded by mu_ (after start)
-  bool streaming_ = false;                      // set in start, then read-only
-  bool writing_ = false;                        // guarded by mu_
-  bool finished_ = false;                       // guarded by mu_: Finish called
-  bool complete_written_ = false;               // guarded by mu_
+  runtime::RequestHandle handle_;                          // guarded by mu_ (after start)
+  bool streaming_ = false;                                 // set in start, then read-only
+  bool writing_ = false;                                   // guarded by mu_
+  bool finished_ = false;                                  // guarded by mu_: Finish called
+  bool complete_written_ = false;                          // guarded by mu_
   std::chrono::steady_clock::time_point write_started_{};  // guarded by mu_
   std::optional<std::chrono::steady_clock::time_point> last_token_at_;  // guarded by mu_
-  std::vector<int32_t> output_ids_;             // guarded by mu_: all ids so far
-  std::vector<int32_t> unsent_ids_;             // guarded by mu_: streaming, not yet written
-  std::optional<runtime::TokenEvent> final_;    // guarded by mu_
+  std::vector<int32_t> output_ids_;           // guarded by mu_: all ids so far
+  std::vector<int32_t> unsent_ids_;           // guarded by mu_: streaming, not yet written
+  std::optional<runtime::TokenEvent> final_;  // guarded by mu_
   int64_t prompt_tokens_ = 0;
   vllm::grpc::engine::GenerateResponse response_;  // the write in flight
 };

@@ -146,10 +146,9 @@ Result<runtime::Request> to_engine_request(const wire::GenerateRequest& wire_req
     return invalid_argument_error("request_id is empty");
   }
   if (wire_request.request_id().size() > limits.max_request_id_bytes) {
-    return invalid_argument_error("request_id is " +
-                                  std::to_string(wire_request.request_id().size()) +
-                                  " bytes; the limit is " +
-                                  std::to_string(limits.max_request_id_bytes));
+    return invalid_argument_error(
+        "request_id is " + std::to_string(wire_request.request_id().size()) +
+        " bytes; the limit is " + std::to_string(limits.max_request_id_bytes));
   }
   TANDEM_RETURN_IF_ERROR(check_unsupported(wire_request));
   runtime::Request request;

@@ -19,10 +19,10 @@ namespace tandem::server {
 // Bounds of the wire request that the mapping itself checks (the engine checks the rest: token
 // ids against the vocabulary, sampling values, prompt + max_tokens against the context).
 struct GenerateMappingLimits {
-  int64_t context_length = 0;              // tokens; truncate_prompt_tokens = -1 keeps this - 1
-  size_t max_request_id_bytes = 256;       // hardening row B8
-  size_t max_text_bytes = 1 << 20;         // `text` input (B11): 1 MiB
-  size_t max_prompt_tokens = 1 << 20;      // before the context check, bounds the copy
+  int64_t context_length = 0;          // tokens; truncate_prompt_tokens = -1 keeps this - 1
+  size_t max_request_id_bytes = 256;   // hardening row B8
+  size_t max_text_bytes = 1 << 20;     // `text` input (B11): 1 MiB
+  size_t max_prompt_tokens = 1 << 20;  // before the context check, bounds the copy
 };
 
 // Converts `wire` into an engine Request. Applies the protocol's defaults (temperature unset ->

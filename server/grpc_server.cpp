@@ -48,7 +48,7 @@ std::string listen_address(const config::ServerConfig& c) {
 }  // namespace
 
 Result<std::unique_ptr<GrpcServer>> GrpcServer::start(const config::ServerConfig& config,
-                                                       const std::vector<grpc::Service*>& services) {
+                                                      const std::vector<grpc::Service*>& services) {
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, credentials(config));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -76,7 +76,9 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(const config::ServerConfig
   return server;
 }
 
-GrpcServer::~GrpcServer() { shutdown(std::chrono::milliseconds(0)); }
+GrpcServer::~GrpcServer() {
+  shutdown(std::chrono::milliseconds(0));
+}
 
 void GrpcServer::set_serving(bool serving) {
   if (server_ == nullptr || shut_down_) return;

@@ -112,6 +112,11 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                            .Help("Tokens generated (sampled) for all requests.")
                            .Register(r)
                            .Add({});
+  preemptions_ = &prometheus::BuildCounter()
+                      .Name("tandem_preemptions_total")
+                      .Help("Running sequences preempted for lack of KV blocks (recomputed later).")
+                      .Register(r)
+                      .Add({});
   ttft_ = &prometheus::BuildHistogram()
                .Name("tandem_time_to_first_token_seconds")
                .Help("Time from a request's arrival to its first generated token.")
@@ -233,6 +238,10 @@ void ServerMetrics::set_running(int64_t running) {
 
 void ServerMetrics::add_prompt_tokens(int64_t n) {
   if (n > 0) prompt_tokens_->Increment(static_cast<double>(n));
+}
+
+void ServerMetrics::add_preemptions(int64_t n) {
+  if (n > 0) preemptions_->Increment(static_cast<double>(n));
 }
 
 void ServerMetrics::add_generated_tokens(int64_t n) {

@@ -64,6 +64,8 @@ class ServerMetrics {
   // tandem_prompt_tokens_total / tandem_generated_tokens_total; n <= 0 is ignored.
   void add_prompt_tokens(int64_t n);
   void add_generated_tokens(int64_t n);
+  // tandem_preemptions_total; n <= 0 is ignored.
+  void add_preemptions(int64_t n);
   // Histograms in seconds; negative, infinite and NaN values are ignored.
   void observe_time_to_first_token(double seconds);
   void observe_inter_token_latency(double seconds);
@@ -94,6 +96,7 @@ class ServerMetrics {
   prometheus::Gauge* running_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* generated_tokens_ = nullptr;
+  prometheus::Counter* preemptions_ = nullptr;
   prometheus::Histogram* ttft_ = nullptr;
   prometheus::Histogram* itl_ = nullptr;
   prometheus::Histogram* request_duration_ = nullptr;

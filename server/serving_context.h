@@ -26,10 +26,10 @@ class MoeActivity;
 
 // The facts GetModelInfo reports. A plain value, filled once when the model is loaded.
 struct ServedModelInfo {
-  std::string model_path;         // absolute
-  std::string served_model_name;  // the name clients put in "model"
-  std::string tokenizer_path;     // a directory the gateway can read; empty when none
-  std::string model_type;         // e.g. "qwen3_moe"
+  std::string model_path;                  // absolute
+  std::string served_model_name;           // the name clients put in "model"
+  std::string tokenizer_path;              // a directory the gateway can read; empty when none
+  std::string model_type;                  // e.g. "qwen3_moe"
   std::vector<std::string> architectures;  // e.g. "Qwen3MoeForCausalLM"
   int64_t context_length = 0;
   int64_t vocab_size = 0;
@@ -52,10 +52,10 @@ struct ServingContext {
   const tokenizer::Tokenizer* tokenizer = nullptr;  // may stay null (no text input then)
   ServedModelInfo model;
   GenerateMappingLimits mapping_limits;
-  ServerMetrics* metrics = nullptr;      // may be null (tests)
-  MoeActivity* moe_activity = nullptr;   // may be null (tests)
+  ServerMetrics* metrics = nullptr;                        // may be null (tests)
+  MoeActivity* moe_activity = nullptr;                     // may be null (tests)
   const placement::StartupPlacement* placement = nullptr;  // may be null (tests)
-  std::vector<std::string> api_keys;     // empty: no authentication
+  std::vector<std::string> api_keys;                       // empty: no authentication
   std::chrono::steady_clock::time_point started_at = std::chrono::steady_clock::now();
   // How long a streaming write may stay unacknowledged before the request is cancelled as a
   // stalled reader (hardening row C7).

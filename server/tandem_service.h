@@ -41,9 +41,9 @@ struct TandemServiceOptions {
 //   (never started, or finished and evicted) is NOT_FOUND; RUNNING or FINISHED otherwise (never
 //   QUEUED: see MoeActivity).
 //
-// Owned by tandemd's main. `context` (with its placement and activity) must outlive the service, and the
-// service must outlive the grpc::Server it is registered with. Its methods are called by gRPC
-// threads, concurrently.
+// Owned by tandemd's main. `context` (with its placement and activity) must outlive the service,
+// and the service must outlive the grpc::Server it is registered with. Its methods are called by
+// gRPC threads, concurrently.
 class TandemService final : public tandem::v1::Tandem::CallbackService {
  public:
   // The placement and the activity recorder are read from context.placement and

@@ -38,9 +38,8 @@ std::string iso8601_now() {
 
 grpc::ServerWriteReactor<wire::GenerateResponse>* VllmEngineService::Generate(
     grpc::CallbackServerContext* call, const wire::GenerateRequest* request) {
-  const double now = std::chrono::duration<double>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   context_.last_receive_unix_seconds.store(now, std::memory_order_relaxed);
   return new GenerateReactor(context_, call, *request);
 }
@@ -79,11 +78,10 @@ grpc::ServerUnaryReactor* VllmEngineService::Abort(grpc::CallbackServerContext* 
   runtime::Scheduler* engine = context_.engine();
   if (engine == nullptr) return finish_with(call, loading_status());
   if (request->request_ids_size() > kMaxAbortIds) {
-    return finish_with(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                          "request_ids lists " +
-                                              std::to_string(request->request_ids_size()) +
-                                              " ids; the limit is " +
-                                              std::to_string(kMaxAbortIds)));
+    return finish_with(
+        call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "request_ids lists " + std::to_string(request->request_ids_size()) +
+                               " ids; the limit is " + std::to_string(kMaxAbortIds)));
   }
   for (const std::string& id : request->request_ids()) engine->cancel(id);
   return finish_with(call, grpc::Status::OK);
@@ -113,9 +111,9 @@ grpc::ServerUnaryReactor* VllmEngineService::GetModelInfo(grpc::CallbackServerCo
   return finish_with(call, grpc::Status::OK);
 }
 
-grpc::ServerUnaryReactor* VllmEngineService::GetServerInfo(
-    grpc::CallbackServerContext* call, const wire::GetServerInfoRequest*,
-    wire::GetServerInfoResponse* response) {
+grpc::ServerUnaryReactor* VllmEngineService::GetServerInfo(grpc::CallbackServerContext* call,
+                                                           const wire::GetServerInfoRequest*,
+                                                           wire::GetServerInfoResponse* response) {
   grpc::Status auth = check_api_key(context_.api_keys, *call);
   if (!auth.ok()) return finish_with(call, std::move(auth));
   const runtime::Scheduler* engine = context_.engine();
@@ -158,8 +156,7 @@ grpc::ServerUnaryReactor* VllmEngineService::GetLoads(grpc::CallbackServerContex
   l->set_token_usage(load.kv_total_blocks > 0 ? static_cast<double>(load.kv_used_blocks) /
                                                     static_cast<double>(load.kv_total_blocks)
                                               : 0.0);
-  l->set_max_running_requests(
-      static_cast<int32_t>(context_.scheduler->limits().max_running));
+  l->set_max_running_requests(static_cast<int32_t>(context_.scheduler->limits().max_running));
   return finish_with(call, grpc::Status::OK);
 }
 

@@ -28,10 +28,10 @@ TEST_CASE("unset and zero wire fields take the protocol's defaults", "[server]")
   REQUIRE(r.ok());
   CHECK(r->id == "r");
   CHECK(r->prompt_token_ids == std::vector<int32_t>{5, 6});
-  CHECK(r->sampling.temperature == 1.0f);   // unset
-  CHECK(r->sampling.top_p == 1.0f);         // 0
-  CHECK(r->sampling.top_k == 0);            // off
-  CHECK(r->sampling.repetition_penalty == 1.0f);  // 0
+  CHECK(r->sampling.temperature == 1.0f);           // unset
+  CHECK(r->sampling.top_p == 1.0f);                 // 0
+  CHECK(r->sampling.top_k == 0);                    // off
+  CHECK(r->sampling.repetition_penalty == 1.0f);    // 0
   CHECK_FALSE(r->sampling.max_tokens.has_value());  // up to the context
   CHECK_FALSE(r->sampling.seed.has_value());
   CHECK(r->n == 1);  // 0

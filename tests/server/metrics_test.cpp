@@ -137,6 +137,9 @@ TEST_CASE("every update shows in the text", "[server][metrics]") {
   metrics->add_prompt_tokens(120);
   metrics->add_prompt_tokens(5);
   metrics->add_generated_tokens(42);
+  metrics->add_preemptions(2);
+  metrics->add_preemptions(-1);  // ignored
+  metrics->add_preemptions(1);
   metrics->observe_time_to_first_token(0.004);  // le 0.005
   metrics->observe_time_to_first_token(0.1);    // le 0.1 (bounds are inclusive)
   metrics->observe_time_to_first_token(0.12);   // le 0.15
@@ -158,6 +161,7 @@ TEST_CASE("every update shows in the text", "[server][metrics]") {
   CHECK(sample(text, "tandem_requests_total{outcome=\"resource_exhausted\"}") == 1);
   CHECK(sample(text, "tandem_requests_total{outcome=\"unauthenticated\"}") == 1);
   CHECK(sample(text, "tandem_requests_total{outcome=\"abort\"}") == 0);
+  CHECK(sample(text, "tandem_preemptions_total") == 3);
   CHECK(sample(text, "tandem_requests_total{outcome=\"other\"}") == 0);
   CHECK(sample(text, "tandem_queue_depth") == 7);
   CHECK(sample(text, "tandem_running_sequences") == 3);

@@ -84,8 +84,8 @@ class TestServer {
     context_.placement = &demo_model().placement;
     context_.moe_activity = activity_.get();
     context_.set_state(ServingState::kServing);
-    service_ = std::make_unique<TandemService>(context_, std::move(stats_output_path),
-                                               std::move(options));
+    service_ =
+        std::make_unique<TandemService>(context_, std::move(stats_output_path), std::move(options));
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
