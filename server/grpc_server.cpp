@@ -64,6 +64,9 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(const config::ServerConfig
   // answers with GOAWAY too_many_pings and the gateway reconnects.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  // gRPC binds with SO_REUSEPORT by default, so a second tandemd on the same port would start
+  // and silently share the traffic: refuse instead (hardening row C14, "port in use").
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* service : services) builder.RegisterService(service);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
