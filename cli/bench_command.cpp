@@ -10,6 +10,7 @@
 #include "cli/bench_gpu_experts.h"
 #include "cli/commands.h"
 #include "cli/model_session.h"
+#include "engine/experts/moe_layer_timings.h"
 
 namespace tandem::cli {
 namespace {
@@ -21,6 +22,11 @@ void print_bench_usage(std::FILE* out) {
                "steps (default 32); prints tokens per second for each.\n"
                "--gpu-experts K: K experts (uniform over the MoE layers) run on a CUDA expert\n"
                "worker, the rest on the CPU (CUDA builds only; default 0).\n"
+               "--split-cpu-experts K: the same K experts on a second CPU worker with its own\n"
+               "pool of --split-threads T threads (default 1), running beside the first.\n"
+               "--profile: per MoE layer, tokens, pairs and ms of each worker's share, the\n"
+               "joined ms and overlap = (ms0 + ms1 - joined) / min(ms0, ms1), for the prefill\n"
+               "and for the decode steps.\n"
                "With --concurrency N[,N...]: N sequences decoding together through the scheduler\n"
                "(tandem bench --concurrency 1 --help for its flags).\n");
 }
@@ -40,21 +46,30 @@ int run_bench(std::span<char*> args) {
   int gen_tokens = 32;
   int threads = 0;
   int gpu_experts = 0;
+  int split_experts = 0;
+  int split_threads = 1;
+  bool profile = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (arg == "--help" || arg == "-h") {
       print_bench_usage(stdout);
       return 0;
+    } else if (arg == "--profile") {
+      profile = true;
     } else if (arg == "--model" && i + 1 < args.size()) {
       model_path = args[++i];
-    } else if (arg == "--gpu-experts" && i + 1 < args.size()) {
+    } else if ((arg == "--gpu-experts" || arg == "--split-cpu-experts" ||
+                arg == "--split-threads") &&
+               i + 1 < args.size()) {
       auto v = parse_count(args[i], args[i + 1]);
       ++i;
       if (!v.ok()) {
         std::fprintf(stderr, "tandem bench: %s\n", v.status().message().c_str());
         return 2;
       }
-      gpu_experts = *v;
+      (arg == "--gpu-experts"         ? gpu_experts
+       : arg == "--split-cpu-experts" ? split_experts
+                                      : split_threads) = *v;
     } else if ((arg == "--prompt-tokens" || arg == "--gen-tokens" || arg == "--threads") &&
                i + 1 < args.size()) {
       auto v = parse_count(args[i], args[i + 1]);
@@ -72,6 +87,11 @@ int run_bench(std::span<char*> args) {
       return 2;
     }
   }
+  if (gpu_experts > 0 && split_experts > 0) {
+    std::fprintf(stderr,
+                 "tandem bench: --gpu-experts and --split-cpu-experts exclude each other\n");
+    return 2;
+  }
   if (model_path.empty() || prompt_tokens < 1) {
     print_bench_usage(stderr);
     return 2;
@@ -87,6 +107,14 @@ int run_bench(std::span<char*> args) {
     std::fprintf(stderr, "tandem bench: %s\n", gpu.status().to_string().c_str());
     return 2;
   }
+  auto split = attach_split_cpu_experts(**session, split_experts, split_threads);
+  if (!split.ok()) {
+    std::fprintf(stderr, "tandem bench: %s\n", split.status().to_string().c_str());
+    return 2;
+  }
+  experts::MoeLayerTimings prefill_timings;
+  experts::MoeLayerTimings decode_timings;
+  if (profile) runner.set_moe_timings(&prefill_timings);
   const size_t need = static_cast<size_t>(prompt_tokens) + static_cast<size_t>(gen_tokens);
   if (need > runner.context_length()) {
     std::fprintf(stderr, "tandem bench: %zu tokens exceed the context limit %zu\n", need,
@@ -109,6 +137,7 @@ int run_bench(std::span<char*> args) {
     std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
     return 1;
   }
+  if (profile) runner.set_moe_timings(&decode_timings);
   const auto t1 = Clock::now();
   std::vector<int32_t> one(1);
   for (int i = 0; i < gen_tokens; ++i) {
@@ -122,17 +151,31 @@ int run_bench(std::span<char*> args) {
     }
   }
   const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  runner.set_moe_timings(nullptr);
   std::printf("model %s, %zu threads\n", model_path.c_str(), runner.pool().n_threads());
   if (gpu->worker != nullptr) {
     std::printf("gpu experts: %llu on CUDA device 0, %.1f MiB of device memory\n",
                 static_cast<unsigned long long>(gpu->n_experts),
                 static_cast<double>(gpu->device_bytes) / (1024.0 * 1024.0));
   }
+  if (split->worker != nullptr) {
+    std::printf("split: %llu experts on a second CPU worker with %zu threads\n",
+                static_cast<unsigned long long>(split->n_experts), split->pool->n_threads());
+  }
   std::printf("prefill: %d tokens in %.3f s = %.1f tokens/s\n", prompt_tokens, prefill_s,
               prompt_tokens / std::max(prefill_s, 1e-9));
   if (gen_tokens > 0) {
     std::printf("decode:  %d tokens in %.3f s = %.1f tokens/s\n", gen_tokens, decode_s,
                 gen_tokens / std::max(decode_s, 1e-9));
+  }
+  if (profile) {
+    const char* second = gpu->worker != nullptr ? "gpu" : "cpu2";
+    std::printf("\nMoE layers, prefill (%d tokens in one pass):\n%s", prompt_tokens,
+                experts::format_moe_timings(prefill_timings, "cpu", second).c_str());
+    if (gen_tokens > 0) {
+      std::printf("\nMoE layers, decode (%d steps of 1 token, summed):\n%s", gen_tokens,
+                  experts::format_moe_timings(decode_timings, "cpu", second).c_str());
+    }
   }
   return 0;
 }

@@ -1,9 +1,12 @@
-// Attaches a CUDA expert worker with a uniform placement of K experts to a bench session.
+// Attaches a second expert worker (CUDA, or CPU with its own pool) holding a uniform placement of
+// K experts to a bench session.
 #include "cli/bench_gpu_experts.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "engine/experts/experts.h"
 #include "engine/placement/planner.h"
 
 #if defined(TANDEM_WITH_CUDA)
@@ -12,10 +15,10 @@
 
 namespace tandem::cli {
 
-Result<GpuExperts> attach_gpu_experts(ModelSession& session, int64_t k) {
-  GpuExperts out;
-  if (k <= 0) return out;
-#if defined(TANDEM_WITH_CUDA)
+namespace {
+
+// K experts planned with the uniform policy go to worker 1, the rest to worker 0.
+Result<experts::ExpertMap> uniform_split_map(const ModelSession& session, int64_t k) {
   const model::ModelSpec& spec = *session.checkpoint.spec;
   const model::ModelWeights& weights = *session.checkpoint.weights;
   std::vector<uint32_t> layers;
@@ -30,6 +33,18 @@ Result<GpuExperts> attach_gpu_experts(ModelSession& session, int64_t k) {
       placement::plan_placement(request, layers, spec.n_experts, nullptr, nullptr));
   experts::ExpertMap map = experts::ExpertMap::uniform(weights.layers.size(), spec.n_experts, 0);
   for (const auto& [layer, expert] : plan.map.gpu_experts()) map.set(layer, expert, 1);
+  return map;
+}
+
+}  // namespace
+
+Result<GpuExperts> attach_gpu_experts(ModelSession& session, int64_t k) {
+  GpuExperts out;
+  if (k <= 0) return out;
+#if defined(TANDEM_WITH_CUDA)
+  const model::ModelSpec& spec = *session.checkpoint.spec;
+  const model::ModelWeights& weights = *session.checkpoint.weights;
+  TANDEM_ASSIGN_OR_RETURN(experts::ExpertMap map, uniform_split_map(session, k));
   experts::CudaExpertWorker::Options options;
   options.worker = 1;
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<experts::CudaExpertWorker> gpu,
@@ -46,6 +61,26 @@ Result<GpuExperts> attach_gpu_experts(ModelSession& session, int64_t k) {
                              ": this tandem was built without CUDA (configure with "
                              "-DTANDEM_CUDA=ON on a machine with nvcc)");
 #endif
+}
+
+Result<SplitCpuExperts> attach_split_cpu_experts(ModelSession& session, int64_t k, int threads) {
+  SplitCpuExperts out;
+  if (k <= 0) return out;
+  TANDEM_ASSIGN_OR_RETURN(experts::ExpertMap map, uniform_split_map(session, k));
+  out.pool = std::make_unique<ThreadPool>(std::max(1, threads));
+  // The same activation mode as the runner's own CPU worker (RunnerOptions' default, kQ8_0), so
+  // the split changes no result.
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<experts::CpuExpertWorker> cpu,
+      experts::CpuExpertWorker::create(*session.checkpoint.spec, *session.checkpoint.weights,
+                                       out.pool.get(), kernels::MatmulActivations::kQ8_0));
+  for (size_t l = 0; l < map.n_layers(); ++l) {
+    for (uint8_t w : map.layer(l)) out.n_experts += w == 1 ? 1 : 0;
+  }
+  TANDEM_RETURN_IF_ERROR(
+      session.runner->set_expert_workers({&session.runner->cpu_worker(), cpu.get()}, map));
+  out.worker = std::move(cpu);
+  return out;
 }
 
 }  // namespace tandem::cli

@@ -23,7 +23,9 @@ struct ExpertMatrices {
 // checkpoint mapping behind it) and the pool must outlive the worker. Each expert's rows are one
 // matmul per projection whose W rows are split over the pool. Q8_0 weights use `mode` (the
 // engine passes kQ8_0, llama.cpp's CPU arithmetic); other types compute in float.
-// run() is called from the pool owner's thread only (the forward pass's thread).
+// run() is called by one thread at a time (the forward pass's, or a MoeLayer helper thread);
+// while it runs, nobody else may call parallel_for on the same pool (MoeLayer guarantees this
+// through thread_pool()).
 class CpuExpertWorker final : public ExpertWorker {
  public:
   // INVALID_ARGUMENT / UNIMPLEMENTED when an expert matrix has a type or size the kernels refuse.
@@ -34,6 +36,7 @@ class CpuExpertWorker final : public ExpertWorker {
 
   std::string_view name() const override { return "cpu"; }
   Status run(const ExpertJob& job) override;
+  const ThreadPool* thread_pool() const override { return pool_; }
 
  private:
   CpuExpertWorker() = default;

@@ -9,6 +9,10 @@
 #include "engine/base/status.h"
 #include "engine/experts/routing.h"
 
+namespace tandem {
+class ThreadPool;
+}  // namespace tandem
+
 namespace tandem::experts {
 
 // One layer's share of token-expert pairs for one worker. All spans are owned by the caller
@@ -25,8 +29,10 @@ struct ExpertJob {
   std::span<float> pair_out;
 };
 
-// A worker owns (or views) the expert weights it serves. run() is called by the MoE executor's
-// thread, one call at a time per worker; it must compute each expert's pairs with ONE batched
+// A worker owns (or views) the expert weights it serves. run() is called by the MoE executor
+// (MoeLayer), one call at a time per worker but possibly from a different thread than the
+// forward pass's (a helper thread of the MoeLayer) and concurrently with OTHER workers' run();
+// it must compute each expert's pairs with ONE batched
 // matmul per projection (gather rows -> gate & up -> silu_mul -> down -> write rows), and its
 // result for a pair must not depend on which other pairs or workers share the job (so splitting
 // the pairs across workers changes nothing). Errors (e.g. a device failure) come back as Status.
@@ -35,6 +41,10 @@ class ExpertWorker {
   virtual ~ExpertWorker() = default;
   virtual std::string_view name() const = 0;
   virtual Status run(const ExpertJob& job) = 0;
+  // The ThreadPool run() drives with parallel_for, or null when it uses none. MoeLayer never runs
+  // two workers that report the same pool at the same time (ThreadPool::parallel_for is
+  // single-caller), so a worker that uses a pool must report it here.
+  virtual const ThreadPool* thread_pool() const { return nullptr; }
 };
 
 }  // namespace tandem::experts

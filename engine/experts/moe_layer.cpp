@@ -1,8 +1,12 @@
-// MoeLayer: split pairs by the ExpertMap, run each worker's share, combine in slot order.
+// MoeLayer: split pairs by the ExpertMap, run the shares concurrently, join, combine in slot order.
 #include "engine/experts/moe_layer.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "engine/base/check.h"
 #include "kernels/cpu/vector_ops.h"
@@ -33,9 +37,89 @@ std::span<const uint8_t> ExpertMap::layer(size_t layer) const {
   return std::span<const uint8_t>(owner_).subspan(layer * n_experts_, n_experts_);
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+// One worker's thread. The caller fills `job`, sets `pending` and notifies; the thread runs the
+// job, stores `status` (and `seconds` when `timed`), clears `pending` and notifies back. Every
+// field but `thread` and `worker` is guarded by `mutex`.
+struct MoeLayer::Helper {
+  ExpertWorker* worker = nullptr;
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stop = false;
+  bool pending = false;
+  bool timed = false;
+  ExpertJob job;
+  Status status;
+  double seconds = 0.0;
+};
+
+void MoeLayer::helper_loop(Helper* h) {
+  for (;;) {
+    ExpertJob job;
+    bool timed = false;
+    {
+      std::unique_lock<std::mutex> lock(h->mutex);
+      h->cv.wait(lock, [h] { return h->stop || h->pending; });
+      if (h->stop) return;
+      job = h->job;
+      timed = h->timed;
+    }
+    const Clock::time_point t0 = timed ? Clock::now() : Clock::time_point();
+    Status status = h->worker->run(job);
+    const double seconds = timed ? seconds_since(t0) : 0.0;
+    {
+      std::lock_guard<std::mutex> lock(h->mutex);
+      h->status = std::move(status);
+      h->seconds = seconds;
+      h->pending = false;
+    }
+    h->cv.notify_all();
+  }
+}
+
 MoeLayer::MoeLayer(std::vector<ExpertWorker*> workers) : workers_(std::move(workers)) {
   TANDEM_CHECK(!workers_.empty());
   groups_.resize(workers_.size());
+  jobs_.resize(workers_.size());
+  statuses_.resize(workers_.size());
+  helper_of_.assign(workers_.size(), nullptr);
+  for (size_t w = 1; w < workers_.size(); ++w) {
+    TANDEM_CHECK(workers_[w] != nullptr);
+    const ThreadPool* pool = workers_[w]->thread_pool();
+    bool shared = false;
+    for (size_t v = 0; v < workers_.size(); ++v) {
+      if (v == w) continue;
+      shared = shared || workers_[v] == workers_[w] ||
+               (pool != nullptr && workers_[v]->thread_pool() == pool);
+    }
+    if (shared) continue;
+    auto helper = std::make_unique<Helper>();
+    helper->worker = workers_[w];
+    helper->thread = std::thread(&MoeLayer::helper_loop, helper.get());
+    helper_of_[w] = helper.get();
+    helpers_.push_back(std::move(helper));
+  }
+}
+
+MoeLayer::~MoeLayer() {
+  for (auto& h : helpers_) {
+    {
+      std::lock_guard<std::mutex> lock(h->mutex);
+      h->stop = true;
+    }
+    h->cv.notify_all();
+    h->thread.join();
+  }
 }
 
 Status MoeLayer::run(size_t layer, size_t n_experts, std::span<const float> input, size_t n_tokens,
@@ -63,11 +147,16 @@ Status MoeLayer::run(size_t layer, size_t n_experts, std::span<const float> inpu
   const size_t n_pairs = n_tokens * k;
   if (pair_out_.size() < n_pairs * hidden) pair_out_.resize(n_pairs * hidden);
   std::span<float> pair_out(pair_out_.data(), n_pairs * hidden);
+  // Shares: worker w runs iff it owns at least one pair of this call.
+  const size_t n_active_workers = owner.empty() ? 1 : workers_.size();
   for (size_t w = 0; w < workers_.size(); ++w) {
-    if (owner.empty() && w > 0) break;
-    group_by_expert(routing, n_experts, owner, static_cast<uint8_t>(w), groups_[w]);
-    if (groups_[w].expert_ids.empty()) continue;
-    ExpertJob job;
+    if (w < n_active_workers) {
+      group_by_expert(routing, n_experts, owner, static_cast<uint8_t>(w), groups_[w]);
+    } else {
+      groups_[w].expert_ids.clear();
+      groups_[w].pairs.clear();
+    }
+    ExpertJob& job = jobs_[w];
     job.layer = layer;
     job.input = input;
     job.n_tokens = n_tokens;
@@ -75,8 +164,51 @@ Status MoeLayer::run(size_t layer, size_t n_experts, std::span<const float> inpu
     job.k = k;
     job.groups = &groups_[w];
     job.pair_out = pair_out;
-    TANDEM_RETURN_IF_ERROR(workers_[w]->run(job));
   }
+  const bool timed = timings_ != nullptr;
+  const Clock::time_point t_start = timed ? Clock::now() : Clock::time_point();
+  // Start the helper-thread shares.
+  for (size_t w = 1; w < workers_.size(); ++w) {
+    Helper* h = helper_of_[w];
+    if (h == nullptr || groups_[w].expert_ids.empty()) continue;
+    {
+      std::lock_guard<std::mutex> lock(h->mutex);
+      h->job = jobs_[w];
+      h->timed = timed;
+      h->pending = true;
+    }
+    h->cv.notify_all();
+  }
+  // Meanwhile: worker 0, then the workers that must not run beside it, on this thread.
+  for (Status& s : statuses_) s = Status();
+  std::vector<double>* seconds = nullptr;
+  MoeLayerStats* stats = nullptr;
+  if (timed) {
+    stats = &timings_->at(layer, workers_.size());
+    seconds = &stats->seconds;
+  }
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    if ((w > 0 && helper_of_[w] != nullptr) || groups_[w].expert_ids.empty()) continue;
+    const Clock::time_point t0 = timed ? Clock::now() : Clock::time_point();
+    statuses_[w] = workers_[w]->run(jobs_[w]);
+    if (timed) (*seconds)[w] += seconds_since(t0);
+  }
+  // Join (always all of them: they write into pair_out).
+  for (size_t w = 1; w < workers_.size(); ++w) {
+    Helper* h = helper_of_[w];
+    if (h == nullptr || groups_[w].expert_ids.empty()) continue;
+    std::unique_lock<std::mutex> lock(h->mutex);
+    h->cv.wait(lock, [h] { return !h->pending; });
+    if (timed) (*seconds)[w] += h->seconds;
+    statuses_[w] = std::move(h->status);
+  }
+  if (timed) {
+    stats->joined_seconds += seconds_since(t_start);
+    stats->calls += 1;
+    stats->tokens += n_tokens;
+    for (size_t w = 0; w < workers_.size(); ++w) stats->pairs[w] += groups_[w].pairs.size();
+  }
+  for (Status& s : statuses_) TANDEM_RETURN_IF_ERROR(s);
   std::fill(out.begin(), out.end(), 0.0f);
   for (size_t t = 0; t < n_tokens; ++t) {
     std::span<float> acc = out.subspan(t * hidden, hidden);

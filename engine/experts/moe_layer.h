@@ -4,11 +4,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "engine/base/status.h"
 #include "engine/experts/expert_worker.h"
+#include "engine/experts/moe_layer_timings.h"
 #include "engine/experts/routing.h"
 
 namespace tandem::experts {
@@ -34,29 +36,59 @@ class ExpertMap {
 };
 
 // The executor. Holds non-owning pointers to its workers, which must outlive it. Not
-// thread-safe: one forward pass (one thread) uses it at a time.
+// thread-safe: one forward pass (one thread, "the caller") uses it at a time.
 //
-// run(): groups the pairs of `routing` per worker by the map, gives each worker its share
-// (workers run one after the other for now; a CUDA worker will overlap with the CPU share), then
-// for every token t, in slot order: out_t = sum_slot weight * expert_out(pair). Because each
-// pair's expert output is computed the same way whichever worker owns it and the sum is always
-// taken in slot order, any split of the experts gives bit-identical results.
+// run(): groups the pairs of `routing` per worker by the map, then runs the shares at the same
+// time: every worker except the first runs on a persistent helper thread of its own (created
+// once in the constructor, woken per call, joined in the destructor), while worker 0 (the CPU
+// worker) runs on the calling thread; run() joins them all, then for every token t, in slot
+// order: out_t = sum_slot weight * expert_out(pair). Because each pair's expert output is
+// computed the same way whichever worker owns it and the sum is always taken in slot order after
+// the join, any split of the experts, concurrent or not, gives bit-identical results.
+//
+// Pool rule: ThreadPool::parallel_for takes one caller at a time, so two workers that report
+// the same ExpertWorker::thread_pool() (e.g. a second CpuExpertWorker on the runner's pool), or
+// one worker listed twice, must not run together. Such a worker (index > 0) gets no helper
+// thread: it runs on the calling thread after worker 0, one after the other. To overlap two CPU
+// workers, give each its own ThreadPool.
+//
+// Timings: with a sink set (set_timings), each call adds to the sink's entry for its layer (a
+// steady_clock reading around each share and around the joined region); with none, nothing is
+// measured.
 class MoeLayer {
  public:
   explicit MoeLayer(std::vector<ExpertWorker*> workers);
+  ~MoeLayer();
+  MoeLayer(const MoeLayer&) = delete;
+  MoeLayer& operator=(const MoeLayer&) = delete;
 
   size_t n_workers() const { return workers_.size(); }
+  // Workers that run on a helper thread (concurrently with worker 0).
+  size_t n_concurrent_workers() const { return helpers_.size(); }
 
   // input: [n_tokens x hidden]; out: [n_tokens x hidden] (overwritten). An empty map means
   // "all on worker 0"; otherwise it must cover `layer` and n_experts, and name existing workers
-  // (INVALID_ARGUMENT otherwise). Worker errors are returned as they are.
+  // (INVALID_ARGUMENT otherwise). Worker errors are returned as they are (the first in worker
+  // order when several fail), always after every share has finished.
   Status run(size_t layer, size_t n_experts, std::span<const float> input, size_t n_tokens,
              size_t hidden, const Routing& routing, const ExpertMap& map, std::span<float> out);
 
+  // Non-owning; null (the default) turns measuring off. The sink must outlive its use; read it
+  // between run() calls, from the caller's thread.
+  void set_timings(MoeLayerTimings* timings) { timings_ = timings; }
+
  private:
+  struct Helper;
+  static void helper_loop(Helper* helper);
+
   std::vector<ExpertWorker*> workers_;
   std::vector<ExpertGroups> groups_;  // per worker, reused
+  std::vector<ExpertJob> jobs_;       // per worker, reused
+  std::vector<Status> statuses_;      // per worker, of the current call
   std::vector<float> pair_out_;
+  std::vector<std::unique_ptr<Helper>> helpers_;  // one per concurrent worker
+  std::vector<Helper*> helper_of_;                // per worker; null: runs on the caller
+  MoeLayerTimings* timings_ = nullptr;
 };
 
 }  // namespace tandem::experts

@@ -51,9 +51,16 @@ Status ModelRunner::set_expert_workers(std::vector<experts::ExpertWorker*> worke
       (map.n_layers() != spec_.n_layers || map.n_experts() != spec_.n_experts)) {
     return invalid_argument_error("expert map shape does not match the model");
   }
+  moe_.reset();  // joins the old executor's helper threads before the new one starts its own
   moe_ = std::make_unique<experts::MoeLayer>(std::move(workers));
+  moe_->set_timings(moe_timings_);
   expert_map_ = std::move(map);
   return Status();
+}
+
+void ModelRunner::set_moe_timings(experts::MoeLayerTimings* timings) {
+  moe_timings_ = timings;
+  moe_->set_timings(timings);
 }
 
 Status ModelRunner::validate(std::span<const SequenceInput> batch) const {

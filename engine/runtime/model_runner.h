@@ -90,6 +90,10 @@ class ModelRunner {
   // By default the runner uses its own CPU worker for everything.
   Status set_expert_workers(std::vector<experts::ExpertWorker*> workers, experts::ExpertMap map);
   experts::ExpertWorker& cpu_worker() { return *cpu_worker_; }
+  // Per-MoE-layer counts and times of every forward pass from now on are added to *timings (see
+  // experts::MoeLayerTimings; non-owning, must outlive its use); null (the default) stops
+  // measuring. Kept across set_expert_workers. Same thread as forward().
+  void set_moe_timings(experts::MoeLayerTimings* timings);
 
  private:
   ModelRunner() = default;
@@ -106,6 +110,7 @@ class ModelRunner {
   std::unique_ptr<experts::CpuExpertWorker> cpu_worker_;
   std::unique_ptr<experts::MoeLayer> moe_;
   experts::ExpertMap expert_map_;
+  experts::MoeLayerTimings* moe_timings_ = nullptr;
   experts::MatmulScratch scratch_;
 
   // Per-forward buffers, reused.

@@ -3,6 +3,7 @@
 
 #include <random>
 #include <set>
+#include <thread>
 
 #include "engine/experts/experts.h"
 #include "tests/runtime/runtime_fixture.h"
@@ -13,16 +14,20 @@ namespace {
 using runtime::testing::load_model;
 using runtime::testing::tiny_moe_dir;
 
-// Delegates to a CPU worker and records which (layer, expert) it was asked to compute.
+// Delegates to a CPU worker and records which (layer, expert) it was asked to compute, and on
+// which threads.
 class RecordingWorker final : public ExpertWorker {
  public:
   explicit RecordingWorker(ExpertWorker* inner) : inner_(inner) {}
   std::string_view name() const override { return "recording"; }
   Status run(const ExpertJob& job) override {
     for (int32_t e : job.groups->expert_ids) seen.insert({job.layer, e});
+    threads.insert(std::this_thread::get_id());
     return inner_->run(job);
   }
+  const ThreadPool* thread_pool() const override { return inner_->thread_pool(); }
   std::set<std::pair<size_t, int32_t>> seen;
+  std::set<std::thread::id> threads;
 
  private:
   ExpertWorker* inner_;
@@ -88,46 +93,62 @@ TEST_CASE("group_by_expert lists pairs per expert in token order, filtered by ow
 }
 
 TEST_CASE("two CPU workers with any placement give bit-identical logits", "[experts]") {
-  for (const char* variant : {"f32", "q8_0"}) {
-    auto model = load_model(tiny_moe_dir() + "tiny-moe-" + variant + ".gguf", 2);
-    runtime::ModelRunner& runner = *model->runner;
-    const auto& spec = runner.spec();
-    const auto ref = runtime::testing::read_json(tiny_moe_dir() + "ref-f32.json");
-    const auto ids = ref["prompts"][2]["tokens"].get<std::vector<int32_t>>();
+  // own_pool: the second worker has its own ThreadPool and runs on the MoeLayer's helper thread
+  // beside the first; otherwise it shares the runner's pool and runs after it on the caller.
+  for (const bool own_pool : {true, false})
+    for (const char* variant : {"f32", "q8_0"}) {
+      auto model = load_model(tiny_moe_dir() + "tiny-moe-" + variant + ".gguf", 2);
+      runtime::ModelRunner& runner = *model->runner;
+      const auto& spec = runner.spec();
+      const auto ref = runtime::testing::read_json(tiny_moe_dir() + "ref-f32.json");
+      const auto ids = ref["prompts"][2]["tokens"].get<std::vector<int32_t>>();
 
-    auto baseline_cache = runner.new_kv_cache();
-    const auto baseline = runtime::testing::prefill_all(runner, ids, *baseline_cache);
+      auto baseline_cache = runner.new_kv_cache();
+      const auto baseline = runtime::testing::prefill_all(runner, ids, *baseline_cache);
 
-    auto second = CpuExpertWorker::create(spec, *model->checkpoint.weights, &runner.pool(),
-                                          kernels::MatmulActivations::kQ8_0);
-    REQUIRE(second.ok());
-    RecordingWorker w0(&runner.cpu_worker());
-    RecordingWorker w1(second->get());
-    for (Placement p :
-         {Placement::kNone, Placement::kAll, Placement::kOneLayerAll, Placement::kRandom}) {
-      for (uint32_t seed : {1u, 2u, 3u}) {
-        INFO(variant << " placement " << static_cast<int>(p) << " seed " << seed);
-        w0.seen.clear();
-        w1.seen.clear();
-        const ExpertMap map = make_map(p, spec.n_layers, spec.n_experts, seed);
-        REQUIRE(runner.set_expert_workers({&w0, &w1}, map).ok());
-        auto cache = runner.new_kv_cache();
-        const auto logits = runtime::testing::prefill_all(runner, ids, *cache);
-        CHECK(logits == baseline);
-        // Each worker computed exactly the experts the map gives it.
-        for (const auto& [layer, e] : w0.seen) CHECK(map.worker(layer, e) == 0);
-        for (const auto& [layer, e] : w1.seen) CHECK(map.worker(layer, e) == 1);
-        CHECK(w0.seen.size() + w1.seen.size() > 0);
-        if (p == Placement::kNone) CHECK(w1.seen.empty());
-        if (p == Placement::kAll) CHECK(w0.seen.empty());
-        if (p == Placement::kRandom) {
-          CHECK(!w0.seen.empty());
-          CHECK(!w1.seen.empty());
+      ThreadPool second_pool(2);
+      auto second = CpuExpertWorker::create(spec, *model->checkpoint.weights,
+                                            own_pool ? &second_pool : &runner.pool(),
+                                            kernels::MatmulActivations::kQ8_0);
+      REQUIRE(second.ok());
+      RecordingWorker w0(&runner.cpu_worker());
+      RecordingWorker w1(second->get());
+      for (Placement p :
+           {Placement::kNone, Placement::kAll, Placement::kOneLayerAll, Placement::kRandom}) {
+        for (uint32_t seed : {1u, 2u, 3u}) {
+          INFO(variant << " own pool " << own_pool << " placement " << static_cast<int>(p)
+                       << " seed " << seed);
+          w0.seen.clear();
+          w1.seen.clear();
+          w0.threads.clear();
+          w1.threads.clear();
+          const ExpertMap map = make_map(p, spec.n_layers, spec.n_experts, seed);
+          REQUIRE(runner.set_expert_workers({&w0, &w1}, map).ok());
+          auto cache = runner.new_kv_cache();
+          const auto logits = runtime::testing::prefill_all(runner, ids, *cache);
+          CHECK(logits == baseline);
+          // Each worker computed exactly the experts the map gives it.
+          for (const auto& [layer, e] : w0.seen) CHECK(map.worker(layer, e) == 0);
+          for (const auto& [layer, e] : w1.seen) CHECK(map.worker(layer, e) == 1);
+          CHECK(w0.seen.size() + w1.seen.size() > 0);
+          if (p == Placement::kNone) CHECK(w1.seen.empty());
+          if (p == Placement::kAll) CHECK(w0.seen.empty());
+          if (p == Placement::kRandom) {
+            CHECK(!w0.seen.empty());
+            CHECK(!w1.seen.empty());
+          }
+          // Worker 0 always runs on the forward pass's thread; worker 1 on one persistent helper
+          // thread with its own pool, on the forward pass's thread with a shared one.
+          const std::set<std::thread::id> caller = {std::this_thread::get_id()};
+          if (!w0.seen.empty()) CHECK(w0.threads == caller);
+          if (!w1.seen.empty()) {
+            REQUIRE(w1.threads.size() == 1);
+            CHECK((*w1.threads.begin() == std::this_thread::get_id()) == !own_pool);
+          }
         }
       }
+      REQUIRE(runner.set_expert_workers({&runner.cpu_worker()}, ExpertMap()).ok());
     }
-    REQUIRE(runner.set_expert_workers({&runner.cpu_worker()}, ExpertMap()).ok());
-  }
 }
 
 TEST_CASE("an expert map naming a missing worker is refused", "[experts]") {
