@@ -60,8 +60,10 @@ struct ServingContext {
   // How long a streaming write may stay unacknowledged before the request is cancelled as a
   // stalled reader (hardening row C7).
   std::chrono::milliseconds stalled_write_timeout{30000};
-  // A loop that has work but has not advanced for this long reports unhealthy (row C13).
-  std::chrono::milliseconds wedged_after{60000};
+  // A loop that has not finished an iteration for this long reports unhealthy (row C13). The
+  // heartbeat advances between forward passes only, so this must exceed the longest step: a
+  // 512-token prefill chunk of a large model on CPU cores can take minutes.
+  std::chrono::milliseconds wedged_after{600000};
 
   std::atomic<ServingState> state{ServingState::kLoading};
   std::atomic<double> last_receive_unix_seconds{0.0};
