@@ -48,6 +48,16 @@ int run_bench(std::span<char*> args) {
   int gpu_experts = 0;
   int split_experts = 0;
   int split_threads = 1;
+  // The flags that take a non-negative count, and where each one goes.
+  auto count_flag = [&](std::string_view flag) -> int* {
+    if (flag == "--prompt-tokens") return &prompt_tokens;
+    if (flag == "--gen-tokens") return &gen_tokens;
+    if (flag == "--threads") return &threads;
+    if (flag == "--gpu-experts") return &gpu_experts;
+    if (flag == "--split-cpu-experts") return &split_experts;
+    if (flag == "--split-threads") return &split_threads;
+    return nullptr;
+  };
   bool profile = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
@@ -58,29 +68,14 @@ int run_bench(std::span<char*> args) {
       profile = true;
     } else if (arg == "--model" && i + 1 < args.size()) {
       model_path = args[++i];
-    } else if ((arg == "--gpu-experts" || arg == "--split-cpu-experts" ||
-                arg == "--split-threads") &&
-               i + 1 < args.size()) {
+    } else if (int* count = count_flag(arg); count != nullptr && i + 1 < args.size()) {
       auto v = parse_count(args[i], args[i + 1]);
       ++i;
       if (!v.ok()) {
         std::fprintf(stderr, "tandem bench: %s\n", v.status().message().c_str());
         return 2;
       }
-      (arg == "--gpu-experts"         ? gpu_experts
-       : arg == "--split-cpu-experts" ? split_experts
-                                      : split_threads) = *v;
-    } else if ((arg == "--prompt-tokens" || arg == "--gen-tokens" || arg == "--threads") &&
-               i + 1 < args.size()) {
-      auto v = parse_count(args[i], args[i + 1]);
-      ++i;
-      if (!v.ok()) {
-        std::fprintf(stderr, "tandem bench: %s\n", v.status().message().c_str());
-        return 2;
-      }
-      (arg == "--prompt-tokens" ? prompt_tokens
-       : arg == "--gen-tokens"  ? gen_tokens
-                                : threads) = *v;
+      *count = *v;
     } else {
       std::fprintf(stderr, "tandem bench: unexpected argument '%s'\n", args[i]);
       print_bench_usage(stderr);
