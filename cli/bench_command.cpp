@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "cli/bench_concurrency.h"
+#include "cli/bench_gpu_dense.h"
 #include "cli/bench_gpu_experts.h"
 #include "cli/commands.h"
 #include "cli/model_session.h"
 #include "engine/experts/moe_layer_timings.h"
+#include "kernels/cpu/matmul_dispatch.h"
 
 namespace tandem::cli {
 namespace {
@@ -24,6 +26,8 @@ void print_bench_usage(std::FILE* out) {
                "worker, the rest on the CPU (CUDA builds only; default 0).\n"
                "--split-cpu-experts K: the same K experts on a second CPU worker with its own\n"
                "pool of --split-threads T threads (default 1), running beside the first.\n"
+               "--dense-gpu: attention, norms, routers, shared experts, the head and the KV\n"
+               "cache on CUDA device 0, as tandemd's runtime.dense_device (CUDA builds only).\n"
                "--profile: per MoE layer, tokens, pairs and ms of each worker's share, the\n"
                "joined ms and overlap = (ms0 + ms1 - joined) / min(ms0, ms1), for the prefill\n"
                "and for the decode steps.\n"
@@ -59,6 +63,7 @@ int run_bench(std::span<char*> args) {
     return nullptr;
   };
   bool profile = false;
+  bool dense_gpu = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -66,6 +71,8 @@ int run_bench(std::span<char*> args) {
       return 0;
     } else if (arg == "--profile") {
       profile = true;
+    } else if (arg == "--dense-gpu") {
+      dense_gpu = true;
     } else if (arg == "--model" && i + 1 < args.size()) {
       model_path = args[++i];
     } else if (int* count = count_flag(arg); count != nullptr && i + 1 < args.size()) {
@@ -116,15 +123,27 @@ int run_bench(std::span<char*> args) {
                  runner.context_length());
     return 2;
   }
+  GpuDense gpu_dense;
+  const Status dense =
+      gpu_dense.attach(**session, dense_gpu, need, static_cast<size_t>(prompt_tokens));
+  if (!dense.ok()) {
+    std::fprintf(stderr, "tandem bench: %s\n", dense.to_string().c_str());
+    return 2;
+  }
   // Deterministic spread-out ids.
   std::vector<int32_t> ids(static_cast<size_t>(prompt_tokens));
   const size_t vocab = runner.n_vocab();
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
 
   using Clock = std::chrono::steady_clock;
-  auto cache = runner.new_kv_cache();
+  std::unique_ptr<runtime::KvCache> own_cache;
+  runtime::KvCache* cache = gpu_dense.cache();
+  if (cache == nullptr) {
+    own_cache = runner.new_kv_cache();
+    cache = own_cache.get();
+  }
   runtime::ForwardOutput out;
-  runtime::SequenceInput seq{cache.get(), ids, 0, runtime::LogitsWanted::kLast};
+  runtime::SequenceInput seq{cache, ids, 0, runtime::LogitsWanted::kLast};
   const auto t0 = Clock::now();
   Status s = runner.forward({&seq, 1}, out);
   const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -138,7 +157,7 @@ int run_bench(std::span<char*> args) {
   for (int i = 0; i < gen_tokens; ++i) {
     const auto row = out.row(0, 0);
     one[0] = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-    runtime::SequenceInput step{cache.get(), one, cache->length(), runtime::LogitsWanted::kLast};
+    runtime::SequenceInput step{cache, one, cache->length(), runtime::LogitsWanted::kLast};
     s = runner.forward({&step, 1}, out);
     if (!s.ok()) {
       std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
@@ -147,11 +166,17 @@ int run_bench(std::span<char*> args) {
   }
   const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
   runner.set_moe_timings(nullptr);
-  std::printf("model %s, %zu threads\n", model_path.c_str(), runner.pool().n_threads());
+  std::printf("model %s, %zu threads, matmul kernels %s\n", model_path.c_str(),
+              runner.pool().n_threads(),
+              std::string(kernels::active_matmul_variant_name()).c_str());
   if (gpu->worker != nullptr) {
     std::printf("gpu experts: %llu on CUDA device 0, %.1f MiB of device memory\n",
                 static_cast<unsigned long long>(gpu->n_experts),
                 static_cast<double>(gpu->device_bytes) / (1024.0 * 1024.0));
+  }
+  if (gpu_dense.attached()) {
+    std::printf("dense parts and KV cache on CUDA device 0, %.1f MiB of device memory\n",
+                static_cast<double>(gpu_dense.device_bytes()) / (1024.0 * 1024.0));
   }
   if (split->worker != nullptr) {
     std::printf("split: %llu experts on a second CPU worker with %zu threads\n",

@@ -18,6 +18,7 @@
 #include "engine/model/model.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/scheduler.h"
+#include "kernels/cpu/matmul_dispatch.h"
 
 namespace tandem::cli {
 namespace {
@@ -184,7 +185,8 @@ void print_table(const Options& o, size_t threads, const std::vector<Concurrency
                  std::ostream& out) {
   char line[256];
   out << "model " << o.model_path << ", " << threads << " threads, " << o.prompt_tokens
-      << " prompt + " << o.gen_tokens << " generated tokens per sequence\n";
+      << " prompt + " << o.gen_tokens << " generated tokens per sequence, matmul kernels "
+      << kernels::active_matmul_variant_name() << "\n";
   out << "concurrency  prompt_tokens  decode_tokens  steps  prefill_s  decode_s  decode_tok/s  "
          "per_seq_tok/s  ratio  decode_cpu_s  tok/cpu_s  cpu_ratio\n";
   for (const ConcurrencyRow& r : rows) {

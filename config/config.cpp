@@ -9,6 +9,7 @@ constexpr std::string_view kPlacementPolicyNames[] = {"frequency", "uniform", "b
 constexpr std::string_view kLogLevelNames[] = {"trace", "debug",    "info", "warn",
                                                "error", "critical", "off"};
 constexpr std::string_view kLogFormatNames[] = {"text", "json"};
+constexpr std::string_view kDenseDeviceNames[] = {"auto", "cpu", "gpu"};
 }  // namespace
 
 std::span<const std::string_view> enum_names(ModelFormat) {
@@ -22,6 +23,10 @@ std::span<const std::string_view> enum_names(LogLevel) {
 }
 std::span<const std::string_view> enum_names(LogFormat) {
   return kLogFormatNames;
+}
+
+std::span<const std::string_view> enum_names(DenseDevice) {
+  return kDenseDeviceNames;
 }
 
 }  // namespace tandem::config

@@ -23,6 +23,10 @@ enum class ModelFormat { kAuto, kGguf, kSafetensors };
 // placement.policy: how experts are chosen for the GPU (see DESIGN.md §3).
 enum class PlacementPolicy { kFrequency, kUniform, kBudget };
 
+// runtime.dense_device: where the dense parts of the forward pass (attention, norms, routers,
+// shared experts, lm head) and the KV cache live.
+enum class DenseDevice { kAuto, kCpu, kGpu };
+
 // logging.level, in increasing severity; the names are spdlog's.
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
 
@@ -64,6 +68,8 @@ struct RuntimeConfig {
   int max_batch_tokens = 2048;
   uint64_t kv_cache_bytes = uint64_t{1} << 30;
   int prefill_chunk_tokens = 512;
+  DenseDevice dense_device = DenseDevice::kAuto;
+  int cuda_device = 0;  // CUDA device ordinal (after CUDA_VISIBLE_DEVICES).
 };
 
 struct LoggingConfig {
@@ -86,6 +92,7 @@ std::span<const std::string_view> enum_names(ModelFormat);
 std::span<const std::string_view> enum_names(PlacementPolicy);
 std::span<const std::string_view> enum_names(LogLevel);
 std::span<const std::string_view> enum_names(LogFormat);
+std::span<const std::string_view> enum_names(DenseDevice);
 
 // The spelling of one value ("gguf", "budget", "info", "json").
 template <typename E>

@@ -124,8 +124,11 @@ const FieldDescriptor kFields[] = {
      .env_alias = "TANDEM_NUM_GPU_EXPERTS",
      .ref = &member_ref<&Config::placement, &PlacementConfig::num_gpu_experts>},
     {.section = "placement", .name = "gpu_memory_budget",
-     .doc = "For policy budget: bytes of GPU memory experts may use after the dense weights and "
-            "the KV cache are reserved. 0 = all free GPU memory.",
+     .doc = "GPU bytes tandemd may use in all (GPU experts, and the dense weights, KV cache and "
+            "scratch when runtime.dense_device puts them on the GPU). 0 = the device's free "
+            "memory at start, less 2% (at least 256 MiB) of headroom. policy budget fills what "
+            "the rest leaves with the most frequent experts; the other policies refuse to start, "
+            "naming how many GPU experts would fit, when their experts do not fit.",
      .min_value = 0, .max_value = kPiB,
      .ref = &member_ref<&Config::placement, &PlacementConfig::gpu_memory_budget>},
     {.section = "placement", .name = "stats_path",
@@ -154,6 +157,18 @@ const FieldDescriptor kFields[] = {
             "requests continues in between. At most max_batch_tokens.",
      .min_value = 1, .max_value = kMaxTokens,
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::prefill_chunk_tokens>},
+    {.section = "runtime", .name = "dense_device",
+     .doc = "Where attention, norms, routers, shared experts, the lm head and the KV cache run: "
+            "auto = on the GPU when this tandemd was built with CUDA and the device "
+            "(runtime.cuda_device) exists, else on the CPU; gpu = on the GPU or refuse to start; "
+            "cpu = on the CPU (routed experts still follow the placement). The token embedding "
+            "always stays in CPU memory.",
+     .ref = &member_ref<&Config::runtime, &RuntimeConfig::dense_device>},
+    {.section = "runtime", .name = "cuda_device",
+     .doc = "The CUDA device (ordinal among those CUDA_VISIBLE_DEVICES leaves visible) that holds "
+            "the GPU experts and the dense parts.",
+     .min_value = 0, .max_value = 1023,
+     .ref = &member_ref<&Config::runtime, &RuntimeConfig::cuda_device>},
 
     {.section = "logging", .name = "level",
      .doc = "Least severe level written. info logs one line per request; nothing per token is "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-check.sh OUTDIR: on a machine with an NVIDIA GPU, build with CUDA, run the [cuda] tests and a
-# short hybrid decode benchmark (0/25/50/100 % of experts on the GPU), writing log + figures to
-# OUTDIR. Meant to finish in under 8 minutes on a 16-core H200 machine.
+# short hybrid decode benchmark (0/25/50/100 % of experts on the GPU, dense parts on the CPU and
+# on the GPU), writing log + figures to OUTDIR. Meant to finish in under 8 minutes on a 16-core
+# H200 machine.
 #
 # Environment (all optional):
 #   BUILD_DIR     build folder (default: <repo>/build-gpu-check; reused when it exists)
@@ -15,8 +16,9 @@
 #   PROMPT_TOKENS GEN_TOKENS   bench sizes (default 32 and 64)
 #   THREADS       CPU threads for the bench (default: all cores)
 #
-# Outputs: OUTDIR/gpu-check.log (everything), OUTDIR/cuda-tests.txt, OUTDIR/bench-<pct>.txt,
-# OUTDIR/figures.tsv (pct, gpu_experts, prefill tok/s, decode tok/s), OUTDIR/nvidia-smi.txt.
+# Outputs: OUTDIR/gpu-check.log (everything), OUTDIR/cuda-tests.txt, OUTDIR/bench-<dense>-<pct>.txt,
+# OUTDIR/figures.tsv (dense device, pct, gpu_experts, prefill tok/s, decode tok/s),
+# OUTDIR/nvidia-smi.txt.
 # Exit status: 0 when the build, the tests and every bench run succeeded.
 set -uo pipefail
 
@@ -59,21 +61,29 @@ if ! cmake -S "$REPO" -B "$BUILD_DIR" -DTANDEM_CUDA=ON -DTANDEM_WERROR=ON \
   echo "FAILED: configure"
   exit 1
 fi
-step "build cuda_experts_test and tandem (-j$(nproc))"
-if ! cmake --build "$BUILD_DIR" -j"$(nproc)" --target cuda_experts_test tandem; then
+CUDA_TESTS="tests/experts/cuda_experts_test tests/kernels/cuda_dense_ops_test
+  tests/runtime/cuda_dense_executor_test tests/server/server_test"
+TARGETS="tandem tandemd"
+for t in $CUDA_TESTS; do TARGETS="$TARGETS $(basename "$t")"; done
+step "build $TARGETS (-j$(nproc))"
+# shellcheck disable=SC2086
+if ! cmake --build "$BUILD_DIR" -j"$(nproc)" --target $TARGETS; then
   echo "FAILED: build"
   exit 1
 fi
 
 step "[cuda] tests"
-"$BUILD_DIR/tests/experts/cuda_experts_test" "[cuda]" --durations yes 2>&1 |
-  tee "$OUT/cuda-tests.txt"
-if [ "${PIPESTATUS[0]}" -ne 0 ]; then
-  echo "FAILED: [cuda] tests"
-  STATUS=1
-fi
+: >"$OUT/cuda-tests.txt"
+for t in $CUDA_TESTS; do
+  echo "--- $t" | tee -a "$OUT/cuda-tests.txt"
+  "$BUILD_DIR/$t" "[cuda]" --durations yes 2>&1 | tee -a "$OUT/cuda-tests.txt"
+  if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+    echo "FAILED: [cuda] tests of $t"
+    STATUS=1
+  fi
+done
 if grep -q "no CUDA device" "$OUT/cuda-tests.txt"; then
-  echo "WARNING: the [cuda] cases found no device and did not run"
+  echo "WARNING: [cuda] cases found no device and did not run"
   STATUS=1
 fi
 
@@ -111,22 +121,28 @@ if [ -z "$TOTAL" ]; then
 fi
 step "benchmark $MODEL ($TOTAL routed experts in all)"
 
-printf "pct\tgpu_experts\tprefill_tok_s\tdecode_tok_s\n" >"$OUT/figures.tsv"
-for pct in 0 25 50 100; do
-  k=$((TOTAL * pct / 100))
-  [ "$pct" -eq 100 ] && [ "$k" -eq 0 ] && k=1000000000  # the planner clamps to all experts
-  step "bench: $pct % = --gpu-experts $k"
-  "$BUILD_DIR/cli/tandem" bench --model "$MODEL" --prompt-tokens "$PROMPT_TOKENS" \
-    --gen-tokens "$GEN_TOKENS" --threads "$THREADS" --gpu-experts "$k" 2>&1 |
-    tee "$OUT/bench-$pct.txt"
-  if [ "${PIPESTATUS[0]}" -ne 0 ]; then
-    echo "FAILED: bench at $pct %"
-    STATUS=1
-    continue
-  fi
-  prefill=$(sed -n 's/^prefill:.*= \([0-9.]*\) tokens\/s/\1/p' "$OUT/bench-$pct.txt")
-  decode=$(sed -n 's/^decode:.*= \([0-9.]*\) tokens\/s/\1/p' "$OUT/bench-$pct.txt")
-  printf "%s\t%s\t%s\t%s\n" "$pct" "$k" "${prefill:-?}" "${decode:-?}" >>"$OUT/figures.tsv"
+printf "dense\tpct\tgpu_experts\tprefill_tok_s\tdecode_tok_s\n" >"$OUT/figures.tsv"
+for dense in cpu gpu; do
+  DENSE_FLAG=""
+  [ "$dense" = gpu ] && DENSE_FLAG="--dense-gpu"
+  for pct in 0 25 50 100; do
+    k=$((TOTAL * pct / 100))
+    [ "$pct" -eq 100 ] && [ "$k" -eq 0 ] && k=1000000000  # the planner clamps to all experts
+    step "bench: dense on $dense, $pct % = --gpu-experts $k"
+    # shellcheck disable=SC2086
+    "$BUILD_DIR/cli/tandem" bench --model "$MODEL" --prompt-tokens "$PROMPT_TOKENS" \
+      --gen-tokens "$GEN_TOKENS" --threads "$THREADS" --gpu-experts "$k" $DENSE_FLAG 2>&1 |
+      tee "$OUT/bench-$dense-$pct.txt"
+    if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+      echo "FAILED: bench with dense on $dense at $pct %"
+      STATUS=1
+      continue
+    fi
+    prefill=$(sed -n 's/^prefill:.*= \([0-9.]*\) tokens\/s/\1/p' "$OUT/bench-$dense-$pct.txt")
+    decode=$(sed -n 's/^decode:.*= \([0-9.]*\) tokens\/s/\1/p' "$OUT/bench-$dense-$pct.txt")
+    printf "%s\t%s\t%s\t%s\t%s\n" "$dense" "$pct" "$k" "${prefill:-?}" "${decode:-?}" \
+      >>"$OUT/figures.tsv"
+  done
 done
 
 step "figures"

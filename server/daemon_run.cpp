@@ -95,6 +95,12 @@ int run_daemon(config::Config config, const std::string& executable_path) {
     spdlog::info("no model.path configured: serving the embedded demo model from {}", *embedded);
   }
 
+  const Result<GpuProbe> gpu = probe_gpu(config);
+  if (!gpu.ok()) {
+    spdlog::error("cannot start: {}", gpu.status().to_string());
+    return kExitFailure;
+  }
+
   Result<std::unique_ptr<ServerMetrics>> metrics =
       ServerMetrics::create(config.metrics.host, config.metrics.port);
   if (!metrics.ok()) {
@@ -105,9 +111,9 @@ int run_daemon(config::Config config, const std::string& executable_path) {
   context.api_keys = config.server.api_keys;
   context.metrics = metrics->get();
   VllmEngineService vllm_service(context);
-  TandemService tandem_service(
-      context, config.placement.stats_output_path,
-      TandemServiceOptions{.statistics_path = config.placement.stats_path, .gpu_device = ""});
+  TandemService tandem_service(context, config.placement.stats_output_path,
+                               TandemServiceOptions{.statistics_path = config.placement.stats_path,
+                                                    .gpu_device = gpu->label});
   Result<std::unique_ptr<GrpcServer>> server =
       GrpcServer::start(config.server, {&vllm_service, &tandem_service});
   if (!server.ok()) {
@@ -121,23 +127,15 @@ int run_daemon(config::Config config, const std::string& executable_path) {
     spdlog::info("metrics on http://{}:{}/metrics", config.metrics.host, config.metrics.port);
   }
 
-  const Result<StartedModel> model = start_model(config);
+  const Result<StartedModel> model = start_model(config, *gpu);
   if (!model.ok()) {
     spdlog::error("cannot start: {}", model.status().to_string());
     return kExitFailure;
   }
-  // The CUDA expert worker does not run yet (the placement's GPU set is computed on the CPU), so
-  // the activity recorder gets an empty device map: every expert pair counts as CPU work.
-  const Status gpu = check_gpu_experts_have_device(model->placement, visible_cuda_devices());
-  if (!gpu.ok()) {
-    spdlog::error("cannot start: {}", gpu.to_string());
+  const Status gpu_experts = check_gpu_experts_have_device(model->placement, gpu->n_devices);
+  if (!gpu_experts.ok()) {
+    spdlog::error("cannot start: {}", gpu_experts.to_string());
     return kExitFailure;
-  }
-  if (model->placement.report.n_gpu_experts > 0) {
-    spdlog::warn(
-        "the serving path does not run the CUDA expert worker yet: the {} GPU experts of the "
-        "placement are computed on the CPU (tandem bench --gpu-experts runs the CUDA worker)",
-        model->placement.report.n_gpu_experts);
   }
   Result<placement::ModelIdentity> identity = placement::model_identity(model->checkpoint);
   if (!identity.ok()) {
@@ -145,12 +143,12 @@ int run_daemon(config::Config config, const std::string& executable_path) {
     return kExitFailure;
   }
   Result<std::unique_ptr<MoeActivity>> activity =
-      MoeActivity::create(*identity, model->placement.stats, placement::DeviceMap{});
+      MoeActivity::create(*identity, model->placement.stats, model->placement.placement.map);
   if (!activity.ok()) {
     spdlog::error("cannot start: {}", activity.status().to_string());
     return kExitFailure;
   }
-  Result<ServingEngine> engine = start_engine(config, *model, activity->get());
+  Result<ServingEngine> engine = start_engine(config, *model, activity->get(), *gpu);
   if (!engine.ok()) {
     spdlog::error("cannot start: {}", engine.status().to_string());
     return kExitFailure;

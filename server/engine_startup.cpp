@@ -106,7 +106,7 @@ std::vector<int32_t> generation_config_eos(const std::string& dir) {
 }  // namespace
 
 Result<ServingEngine> start_engine(const config::Config& config, const StartedModel& model,
-                                   runtime::RoutingObserver* observer) {
+                                   runtime::RoutingObserver* observer, const GpuProbe& gpu) {
   const model::ModelSpec& spec = *model.checkpoint.spec;
   ServingEngine engine;
   TANDEM_ASSIGN_OR_RETURN(engine.tokenizer, load_model_tokenizer(config.model.path));
@@ -152,6 +152,8 @@ Result<ServingEngine> start_engine(const config::Config& config, const StartedMo
                   "runtime / server limits: " + scheduler.status().message());
   }
   engine.scheduler = std::move(scheduler).value();
+  TANDEM_ASSIGN_OR_RETURN(
+      engine.gpu, attach_gpu(config, model.checkpoint, model.placement, gpu, *engine.scheduler));
 
   ServedModelInfo& info = engine.info;
   info.model_path = absolute_path(config.model.path);

@@ -15,6 +15,8 @@ namespace tandem::server {
 
 // Owned by main; the scheduler views `model`'s weights, so `model` must outlive it.
 struct ServingEngine {
+  // Declared before the scheduler so that it is destroyed after it: the runner points into it.
+  GpuServing gpu;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the checkpoint has none
   std::unique_ptr<runtime::Scheduler> scheduler;    // created, not started
   ServedModelInfo info;
@@ -22,10 +24,11 @@ struct ServingEngine {
 };
 
 // Builds the runner (runtime.threads), the scheduler (runtime.* budgets, server.max_* bounds,
-// model.context_length) and loads the tokenizer; prepares the tokenizer directory
+// model.context_length), attaches what runs on the GPU (attach_gpu with `gpu`) and loads the
+// tokenizer; prepares the tokenizer directory
 // (model.tokenizer_dir, see docs/configuration.md). `observer` (may be null) receives the routing
 // of every forward pass. Errors name the configuration key or the path at fault.
 Result<ServingEngine> start_engine(const config::Config& config, const StartedModel& model,
-                                   runtime::RoutingObserver* observer);
+                                   runtime::RoutingObserver* observer, const GpuProbe& gpu = {});
 
 }  // namespace tandem::server

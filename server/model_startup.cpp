@@ -35,24 +35,31 @@ void log_model(const model::Checkpoint& checkpoint) {
 
 }  // namespace
 
-Result<StartedModel> start_model(const config::Config& config) {
+Result<StartedModel> start_model(const config::Config& config, const GpuProbe& gpu) {
   if (config.model.path.empty()) {
     return failed_precondition_error(
         "no model configured: set model.path (YAML), TANDEM_MODEL_PATH or --model.path");
   }
   TANDEM_ASSIGN_OR_RETURN(model::Checkpoint checkpoint, model::open_model(config.model.path));
   log_model(checkpoint);
+  placement::GpuBudget budget;
+  if (config.placement.policy == config::PlacementPolicy::kBudget) {
+    if (gpu.has_device()) {
+      budget.usable = gpu_offer(config, gpu).usable();
+      TANDEM_ASSIGN_OR_RETURN(placement::GpuMemoryDemand fixed,
+                              gpu_fixed_demand(config, checkpoint, gpu, true));
+      budget.reserved = fixed.fixed();
+    } else {
+      // No device: the plan is only reported (tandemd refuses GPU experts without a device).
+      budget.usable = config.placement.gpu_memory_budget;
+      budget.reserved = placement::gpu_reserved_bytes(checkpoint, config.runtime.kv_cache_bytes,
+                                                      placement::kDefaultGpuScratchBytes);
+    }
+  }
   TANDEM_ASSIGN_OR_RETURN(placement::StartupPlacement planned,
-                          placement::plan_startup_placement(config.placement, checkpoint,
-                                                            config.runtime.kv_cache_bytes));
+                          placement::plan_startup_placement(config.placement, checkpoint, budget));
   std::istringstream table(placement::format_report_table(planned.report));
   for (std::string line; std::getline(table, line);) spdlog::info("{}", line);
-  if (planned.report.n_gpu_experts > 0) {
-    spdlog::warn(
-        "placement puts {} experts on the GPU, but tandemd does not run the CUDA expert worker "
-        "yet: every expert would run on the CPU",
-        planned.report.n_gpu_experts);
-  }
   return StartedModel{std::move(checkpoint), std::move(planned)};
 }
 

@@ -6,6 +6,7 @@
 #include "engine/base/result.h"
 #include "engine/model/checkpoint.h"
 #include "engine/placement/placement_startup.h"
+#include "server/gpu_startup.h"
 
 namespace tandem::server {
 
@@ -15,10 +16,12 @@ struct StartedModel {
 };
 
 // Opens config.model.path (a runnable model is required) and plans the placement from
-// config.placement. Errors name the path: FAILED_PRECONDITION when no model is configured,
-// the checkpoint reader's or the planner's error otherwise. Logs the model summary and the
-// placement table (spdlog). Blocking I/O; call from main before any serving thread starts.
-Result<StartedModel> start_model(const config::Config& config);
+// config.placement; policy budget fills the GPU memory `gpu` offers (gpu_offer) after what it
+// must hold anyway (gpu_fixed_demand), or placement.gpu_memory_budget without a device. Errors
+// name the path: FAILED_PRECONDITION when no model is configured, the checkpoint reader's or the
+// planner's error otherwise. Logs the model summary and the placement table (spdlog). Blocking
+// I/O; call from main before any serving thread starts.
+Result<StartedModel> start_model(const config::Config& config, const GpuProbe& gpu = {});
 
 // The CUDA devices this process can use: 0 in a build without CUDA, without a driver or without
 // a device. Any thread.

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul_dispatch.h"
 #include "tandem/build_info.h"
 
 #if defined(TANDEM_WITH_CUDA)
@@ -22,7 +23,9 @@ std::vector<std::string> build_banner_lines() {
   lines.push_back(std::string("build: ") + bi::kBuildType + ", " + bi::kCompiler + ", " + cuda +
                   ", sanitizer " + sanitizer);
   const std::string cpu = kernels::cpu_features_string(kernels::cpu_features());
-  lines.push_back("cpu: " + (cpu.empty() ? std::string("(no SIMD extensions)") : cpu));
+  lines.push_back("cpu: " + (cpu.empty() ? std::string("(no SIMD extensions)") : cpu) +
+                  "; matmul kernels " + std::string(kernels::active_matmul_variant_name()) +
+                  " (TANDEM_CPU_KERNELS)");
   return lines;
 }
 

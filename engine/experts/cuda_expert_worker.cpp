@@ -10,6 +10,7 @@
 
 #include "engine/base/check.h"
 #include "engine/experts/cpu_expert_worker.h"
+#include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/expert_ffn.h"
 
 namespace tandem::experts {
@@ -26,18 +27,8 @@ uint64_t align_up(uint64_t n) {
 }
 
 std::string mib(uint64_t bytes) {
-  return std::to_string(bytes) + " bytes (" + std::to_string(bytes / (1024 * 1024)) + " MiB)";
+  return kernels::cuda::bytes_and_mib(bytes);
 }
-
-Status cuda_error(cudaError_t err, const std::string& what) {
-  return internal_error("CUDA " + what + " failed: " + cudaGetErrorString(err));
-}
-
-#define TANDEM_CUDA_RETURN_IF_ERROR(call, what)                                     \
-  do {                                                                              \
-    const cudaError_t tandem_cuda_err_ = (call);                                    \
-    if (tandem_cuda_err_ != cudaSuccess) return cuda_error(tandem_cuda_err_, what); \
-  } while (0)
 
 // A device allocation freed on destruction.
 struct DeviceBuffer {
@@ -283,22 +274,63 @@ Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
   }
   worker->weight_bytes_ = total;
   worker->n_held_ = held.size();
+  if (options.reserve_tokens > 0 && !held.empty()) {
+    size_t most_in_a_layer = 0;
+    for (const auto& layer : worker->layers_) {
+      if (layer == nullptr) continue;
+      size_t n = 0;
+      for (const kc::DeviceExpert& e : layer->experts) n += e.gate != nullptr ? 1 : 0;
+      most_in_a_layer = std::max(most_in_a_layer, n);
+    }
+    const size_t k = std::max<size_t>(1, options.k);
+    TANDEM_RETURN_IF_ERROR(worker->ensure_capacity(options.reserve_tokens,
+                                                   options.reserve_tokens * k, most_in_a_layer));
+  }
   return worker;
+}
+
+namespace {
+
+// The per-call buffer sizes for n_tokens tokens, n_rows pairs and n_experts experts.
+struct ScratchSizes {
+  size_t meta = 0;
+  size_t x = 0;
+  size_t h = 0;
+  size_t out = 0;
+};
+
+ScratchSizes scratch_sizes(size_t hidden, size_t ffn, size_t n_tokens, size_t n_rows,
+                           size_t n_experts) {
+  ScratchSizes s;
+  s.meta = n_experts * sizeof(kc::DeviceExpert) +
+           3 * sizeof(uint32_t) * kc::max_expert_ffn_tiles(n_rows, n_experts) +
+           sizeof(uint32_t) * n_rows;
+  s.x = std::min(n_tokens, n_rows) * hidden * sizeof(float);
+  s.h = n_rows * ffn * sizeof(float);
+  s.out = n_rows * hidden * sizeof(float);
+  return s;
+}
+
+}  // namespace
+
+uint64_t CudaExpertWorker::scratch_bytes(size_t hidden, size_t ffn, size_t n_tokens, size_t k,
+                                         size_t n_experts) {
+  const ScratchSizes s = scratch_sizes(hidden, ffn, n_tokens, n_tokens * k, n_experts);
+  return uint64_t{s.meta} + s.x + s.h + s.out;
 }
 
 Status CudaExpertWorker::ensure_capacity(size_t n_tokens, size_t n_rows, size_t n_experts) {
   Buffers& b = *buffers_;
-  const size_t meta_bytes = n_experts * sizeof(kc::DeviceExpert) +
-                            3 * sizeof(uint32_t) * kc::max_expert_ffn_tiles(n_rows, n_experts) +
-                            sizeof(uint32_t) * n_rows;
-  const size_t x_bytes = std::min(n_tokens, n_rows) * hidden_ * sizeof(float);
-  const size_t out_bytes = n_rows * hidden_ * sizeof(float);
+  const ScratchSizes sizes = scratch_sizes(hidden_, ffn_, n_tokens, n_rows, n_experts);
+  const size_t meta_bytes = sizes.meta;
+  const size_t x_bytes = sizes.x;
+  const size_t out_bytes = sizes.out;
   TANDEM_RETURN_IF_ERROR(b.in.reserve(x_bytes, "activations in"));
   TANDEM_RETURN_IF_ERROR(b.meta.reserve(meta_bytes, "expert tables"));
   TANDEM_RETURN_IF_ERROR(b.out.reserve(out_bytes, "partial sums out"));
   TANDEM_RETURN_IF_ERROR(b.d_x.reserve(x_bytes, "activations"));
   TANDEM_RETURN_IF_ERROR(b.d_meta.reserve(meta_bytes, "expert tables"));
-  TANDEM_RETURN_IF_ERROR(b.d_h.reserve(n_rows * ffn_ * sizeof(float), "gate/up results"));
+  TANDEM_RETURN_IF_ERROR(b.d_h.reserve(sizes.h, "gate/up results"));
   TANDEM_RETURN_IF_ERROR(b.d_out.reserve(out_bytes, "expert outputs"));
   if (b.token_slot.size() < n_tokens) b.token_slot.resize(n_tokens);
   return Status();

@@ -32,7 +32,18 @@ class CudaExpertWorker final : public ExpertWorker {
   struct Options {
     int device = 0;      // CUDA device ordinal
     uint8_t worker = 1;  // the ExpertMap worker index whose experts this worker holds
+    // Scratch for a forward pass of up to reserve_tokens tokens with top-k routing is allocated
+    // by create(), so a full batch never allocates (or fails to) while serving; 0 = grown on
+    // demand by run() instead.
+    size_t reserve_tokens = 0;
+    size_t k = 0;
   };
+
+  // Device bytes of the per-call scratch (activations, gate/up results, outputs, tables) for
+  // n_tokens tokens whose n_tokens * k pairs all go to this worker, over at most n_experts
+  // experts of one layer: what create() reserves for Options::reserve_tokens. Pure.
+  static uint64_t scratch_bytes(size_t hidden, size_t ffn, size_t n_tokens, size_t k,
+                                size_t n_experts);
 
   // Copies to the device every routed expert (layer, e) with map.worker(layer, e) ==
   // options.worker (an empty map: every expert). Errors, all before anything is kept:
@@ -40,7 +51,8 @@ class CudaExpertWorker final : public ExpertWorker {
   //  INVALID_ARGUMENT for a device ordinal that does not exist or a map of another shape,
   //  UNIMPLEMENTED for a held expert whose weight type the kernels do not take (naming layer,
   //    expert, tensor and type) or whose gate and up types differ,
-  //  RESOURCE_EXHAUSTED when the experts do not fit, naming the bytes wanted and free,
+  //  RESOURCE_EXHAUSTED when the experts (and the reserved scratch) do not fit, naming the bytes
+  //    wanted and free,
   //  INTERNAL for any other CUDA failure (naming the CUDA error).
   static Result<std::unique_ptr<CudaExpertWorker>> create(const model::ModelSpec& spec,
                                                           const model::ModelWeights& weights,

@@ -14,7 +14,7 @@ namespace tandem::placement {
 
 Result<StartupPlacement> plan_startup_placement(const config::PlacementConfig& config,
                                                 const model::Checkpoint& checkpoint,
-                                                uint64_t kv_cache_bytes, uint64_t scratch_bytes) {
+                                                const GpuBudget& gpu) {
   TANDEM_ASSIGN_OR_RETURN(ModelIdentity identity, model_identity(checkpoint));
   TANDEM_ASSIGN_OR_RETURN(ExpertSizes sizes, expert_sizes(checkpoint));
 
@@ -45,12 +45,13 @@ Result<StartupPlacement> plan_startup_placement(const config::PlacementConfig& c
   request.policy = config.policy;
   request.num_gpu_experts = config.num_gpu_experts;
   if (config.policy == config::PlacementPolicy::kBudget) {
-    if (config.gpu_memory_budget == 0) {
+    if (gpu.usable == 0) {
       return invalid_argument_error(
-          "placement.policy budget needs placement.gpu_memory_budget (GPU bytes in all)");
+          "placement.policy budget needs GPU memory to fill: a CUDA device (its free memory is "
+          "the budget) or placement.gpu_memory_budget");
     }
-    request.gpu_memory_budget = config.gpu_memory_budget;
-    request.gpu_reserved_bytes = gpu_reserved_bytes(checkpoint, kv_cache_bytes, scratch_bytes);
+    request.gpu_memory_budget = gpu.usable;
+    request.gpu_reserved_bytes = gpu.reserved;
   }
   const ExpertTable* stats = table ? &*table : nullptr;
   TANDEM_ASSIGN_OR_RETURN(result.placement, plan_placement(request, identity.moe_layer_ids(),

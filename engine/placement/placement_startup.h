@@ -16,6 +16,14 @@
 
 namespace tandem::placement {
 
+// GPU bytes for the budget policy: what tandemd may use on the device in all (free memory less
+// headroom, capped by placement.gpu_memory_budget; see gpu_memory_plan.h) and what it must hold
+// whatever the expert count (GpuMemoryDemand::fixed()).
+struct GpuBudget {
+  uint64_t usable = 0;
+  uint64_t reserved = 0;
+};
+
 // What the daemon needs to place experts when it starts. A plain value; any thread may read it.
 struct StartupPlacement {
   Placement placement;
@@ -36,13 +44,12 @@ struct StartupPlacement {
 //   plan` reads them) and fit it to the model; a malformed file or statistics for another model
 //   is an error (INVALID_ARGUMENT / FAILED_PRECONDITION, message prefixed with the path): the
 //   daemon refuses to start rather than plan from the wrong numbers.
-// - budget: gpu_memory_budget minus gpu_reserved_bytes(checkpoint, kv_cache_bytes,
-//   scratch_bytes) goes to experts; INVALID_ARGUMENT when gpu_memory_budget is 0.
+// - budget: gpu.usable minus gpu.reserved goes to experts; INVALID_ARGUMENT when gpu.usable is 0
+//   (no device and no placement.gpu_memory_budget).
 // FAILED_PRECONDITION when the checkpoint is not runnable. Blocking file I/O; call from the
 // thread that starts the daemon. Warnings are also logged (spdlog::warn).
 Result<StartupPlacement> plan_startup_placement(const config::PlacementConfig& config,
                                                 const model::Checkpoint& checkpoint,
-                                                uint64_t kv_cache_bytes,
-                                                uint64_t scratch_bytes = kDefaultGpuScratchBytes);
+                                                const GpuBudget& gpu = {});
 
 }  // namespace tandem::placement

@@ -1,9 +1,13 @@
-// ModelRunner: set-up, batch validation, the layer loop, the FFN/MoE block and the logits.
+// ModelRunner: set-up, batch validation, the layer loop (on the CPU or through a DenseExecutor),
+// the FFN/MoE block and the logits.
 #include "engine/runtime/model_runner.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
+#include <utility>
 
+#include "engine/runtime/paged_kv_cache.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/vector_ops.h"
 
@@ -21,6 +25,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
   }
   std::unique_ptr<ModelRunner> r(new ModelRunner());
   r->spec_ = spec;
+  r->model_weights_ = &weights;
   TANDEM_ASSIGN_OR_RETURN(r->weights_, prepare_weights(spec, weights));
   r->context_length_ = options.context_length != 0 ? options.context_length : spec.context_length;
   if (r->context_length_ == 0) r->context_length_ = 4096;
@@ -63,6 +68,24 @@ void ModelRunner::set_moe_timings(experts::MoeLayerTimings* timings) {
   moe_->set_timings(timings);
 }
 
+Status ModelRunner::set_dense_executor(std::unique_ptr<DenseExecutor> executor) {
+  if (executor == nullptr) {
+    dense_.reset();  // the old pool's hook now holds an expired reference: a no-op
+    return Status();
+  }
+  KvPool& pool = executor->pool();
+  if (pool.n_layers() != spec_.n_layers || pool.kv_dim() != spec_.kv_dim()) {
+    return invalid_argument_error("the dense executor's KV pool is shaped for another model");
+  }
+  dense_ = std::shared_ptr<DenseExecutor>(std::move(executor));
+  std::weak_ptr<DenseExecutor> weak = dense_;
+  pool.set_copy_hook([weak](BlockId src, BlockId dst) -> Status {
+    const std::shared_ptr<DenseExecutor> e = weak.lock();
+    return e ? e->copy_block(src, dst) : Status();
+  });
+  return Status();
+}
+
 Status ModelRunner::validate(std::span<const SequenceInput> batch) const {
   if (batch.empty()) return invalid_argument_error("empty batch");
   const size_t vocab = weights_.token_embedding.rows;
@@ -99,9 +122,28 @@ Status ModelRunner::validate(std::span<const SequenceInput> batch) const {
   return Status();
 }
 
+Status ModelRunner::validate_dense(std::span<const SequenceInput> batch) const {
+  size_t n = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const auto* paged = dynamic_cast<const PagedKvCache*>(batch[s].cache);
+    if (paged == nullptr || &paged->pool() != &dense_->pool()) {
+      return invalid_argument_error("sequence " + std::to_string(s) +
+                                    ": the dense executor needs a paged KV cache of its pool");
+    }
+    n += batch[s].tokens.size();
+  }
+  if (n > dense_->max_batch_tokens()) {
+    return invalid_argument_error("batch of " + std::to_string(n) +
+                                  " tokens exceeds the dense executor's limit of " +
+                                  std::to_string(dense_->max_batch_tokens()));
+  }
+  return Status();
+}
+
 Status ModelRunner::forward(std::span<const SequenceInput> batch, ForwardOutput& out,
                             const ForwardOptions& options) {
   TANDEM_RETURN_IF_ERROR(validate(batch));
+  if (dense_ != nullptr) TANDEM_RETURN_IF_ERROR(validate_dense(batch));
   for (const SequenceInput& seq : batch) {
     TANDEM_RETURN_IF_ERROR(
         seq.cache->prepare_write(seq.start_pos, seq.start_pos + seq.tokens.size()));
@@ -135,12 +177,72 @@ Status ModelRunner::forward(std::span<const SequenceInput> batch, ForwardOutput&
   }
   out.routing.clear();
   if (options.record_routing) out.routing.resize(spec_.n_layers);
+  if (dense_ != nullptr) return forward_dense(batch, out, options.record_routing);
   for (size_t l = 0; l < spec_.n_layers; ++l) {
     attention_block(l, batch);
     TANDEM_RETURN_IF_ERROR(ffn_block(l, out, options.record_routing));
   }
   for (const SequenceInput& seq : batch) seq.cache->set_length(seq.start_pos + seq.tokens.size());
-  compute_logits(batch, out);
+  plan_logits(batch, out);
+  compute_logits(out);
+  return Status();
+}
+
+Status ModelRunner::forward_dense(std::span<const SequenceInput> batch, ForwardOutput& out,
+                                  bool record) {
+  const size_t n = n_tokens_;
+  const size_t hidden = spec_.hidden_size;
+  token_seq_.resize(n);
+  kv_slots_.resize(n);
+  table_begin_.resize(batch.size());
+  dense_seqs_.resize(batch.size());
+  tables_.clear();
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const auto& cache = static_cast<const PagedKvCache&>(*batch[s].cache);
+    const size_t bt = cache.pool().block_tokens();
+    const size_t ns = batch[s].tokens.size();
+    const size_t end = batch[s].start_pos + ns;
+    const std::span<const BlockId> table = cache.block_table().first((end + bt - 1) / bt);
+    DenseSequence& d = dense_seqs_[s];
+    d = DenseSequence{token_offset_[s], ns, batch[s].start_pos, tables_.size(), table.size()};
+    table_begin_[s] = static_cast<int32_t>(tables_.size());
+    tables_.insert(tables_.end(), table.begin(), table.end());
+    for (size_t i = 0; i < ns; ++i) {
+      const size_t p = batch[s].start_pos + i;
+      token_seq_[d.first_token + i] = static_cast<int32_t>(s);
+      kv_slots_[d.first_token + i] =
+          static_cast<int32_t>(static_cast<size_t>(table[p / bt]) * bt + p % bt);
+    }
+  }
+  DenseBatch db;
+  db.n_tokens = n;
+  db.x = std::span<const float>(x_.data(), n * hidden);
+  db.positions = positions_;
+  db.token_seq = token_seq_;
+  db.kv_slots = kv_slots_;
+  db.table_begin = table_begin_;
+  db.tables = tables_;
+  db.seqs = dense_seqs_;
+  TANDEM_RETURN_IF_ERROR(dense_->begin(db));
+  const size_t n_experts = spec_.n_experts;
+  for (size_t l = 0; l < spec_.n_layers; ++l) {
+    TANDEM_RETURN_IF_ERROR(dense_->attention(l));
+    if (!weights_.layers[l].moe) {
+      TANDEM_RETURN_IF_ERROR(dense_->dense_ffn(l));
+      continue;
+    }
+    router_.resize(n * n_experts);
+    std::span<float> h(h_.data(), n * hidden);
+    TANDEM_RETURN_IF_ERROR(dense_->moe_input(l, h, router_));
+    experts::route(router_, n, n_experts, spec_.n_experts_used, spec_.norm_topk_prob, routing_);
+    if (record) out.routing[l] = routing_;
+    std::span<float> ffn(tmp_.data(), n * hidden);
+    TANDEM_RETURN_IF_ERROR(moe_->run(l, n_experts, h, n, hidden, routing_, expert_map_, ffn));
+    TANDEM_RETURN_IF_ERROR(dense_->moe_output(l, ffn));
+  }
+  plan_logits(batch, out);
+  TANDEM_RETURN_IF_ERROR(dense_->logits(logit_rows_, out.logits));
+  for (const SequenceInput& seq : batch) seq.cache->set_length(seq.start_pos + seq.tokens.size());
   return Status();
 }
 
@@ -184,28 +286,33 @@ Status ModelRunner::ffn_block(size_t layer, ForwardOutput& out, bool record) {
   return Status();
 }
 
-void ModelRunner::compute_logits(std::span<const SequenceInput> batch, ForwardOutput& out) {
-  const size_t hidden = spec_.hidden_size;
-  const size_t vocab = n_vocab();
-  out.n_vocab = vocab;
+void ModelRunner::plan_logits(std::span<const SequenceInput> batch, ForwardOutput& out) {
+  out.n_vocab = n_vocab();
   out.first_row.resize(batch.size());
   out.n_rows.resize(batch.size());
-  size_t rows = 0;
+  logit_rows_.clear();
   for (size_t s = 0; s < batch.size(); ++s) {
     const size_t ns = batch[s].tokens.size();
-    out.first_row[s] = rows;
+    out.first_row[s] = logit_rows_.size();
     out.n_rows[s] = batch[s].logits == LogitsWanted::kAll    ? ns
                     : batch[s].logits == LogitsWanted::kLast ? 1
                                                              : 0;
     const size_t skip = ns - out.n_rows[s];
     for (size_t i = 0; i < out.n_rows[s]; ++i) {
-      std::copy_n(x_.data() + (token_offset_[s] + skip + i) * hidden, hidden,
-                  h_.data() + (rows + i) * hidden);
+      logit_rows_.push_back(static_cast<int32_t>(token_offset_[s] + skip + i));
     }
-    rows += out.n_rows[s];
   }
-  out.logits.resize(rows * vocab);
+  out.logits.resize(logit_rows_.size() * out.n_vocab);
+}
+
+void ModelRunner::compute_logits(ForwardOutput& out) {
+  const size_t hidden = spec_.hidden_size;
+  const size_t rows = logit_rows_.size();
   if (rows == 0) return;
+  for (size_t i = 0; i < rows; ++i) {
+    std::copy_n(x_.data() + static_cast<size_t>(logit_rows_[i]) * hidden, hidden,
+                h_.data() + i * hidden);
+  }
   std::span<float> hr(h_.data(), rows * hidden);
   kernels::rms_norm(hr, weights_.output_norm, static_cast<float>(spec_.rms_norm_eps), rows, hidden,
                     hr);

@@ -14,6 +14,7 @@
 #include "engine/experts/experts.h"
 #include "engine/model/model.h"
 #include "engine/runtime/batch.h"
+#include "engine/runtime/dense_executor.h"
 #include "engine/runtime/kv_cache.h"
 #include "engine/runtime/prepared_weights.h"
 
@@ -53,6 +54,13 @@ inline RunnerOptions runner_options(const config::Config& config) {
 // thread count or batch composition, so results are bit-identical across thread counts, and a
 // sequence's logits do not depend on the other sequences of its batch.
 //
+// With a DenseExecutor (set_dense_executor), everything but the token embedding, routing and the
+// routed experts runs on the executor's device: the runner embeds on the host, then per layer calls
+// the executor, pulling h and the router logits of MoE layers to the host for experts::route and
+// the MoE executor (CPU and CUDA expert workers) and handing the expert sum back. KV then lives
+// in the executor's mirror of the scheduler's KvPool, addressed by the PagedKvCaches' block
+// tables; the host pool's rows are not written.
+//
 // Threads: the runner owns its ThreadPool. forward() is called from one thread at a time (the
 // scheduler's loop). The spec is copied; the weights (and the checkpoint that maps them) must
 // outlive the runner.
@@ -81,7 +89,10 @@ class ModelRunner {
   // rewind would write KV blocks shared with another sequence. On success
   // each cache's length is start_pos + n_tokens. An error from an expert worker in the middle of
   // the pass leaves the lengths unchanged but the rows from start_pos on undefined: the caller
-  // fails those sequences (or rewinds them to start_pos).
+  // fails those sequences (or rewinds them to start_pos). With a dense executor, also
+  // INVALID_ARGUMENT (nothing computed) for a cache that is not a PagedKvCache of the executor's
+  // pool or a batch beyond its max_batch_tokens; an executor error mid-pass (or one from its
+  // copy-on-write copy in prepare_write) leaves the rows from start_pos undefined as above.
   Status forward(std::span<const SequenceInput> batch, ForwardOutput& out,
                  const ForwardOptions& options = {});
 
@@ -95,14 +106,35 @@ class ModelRunner {
   // measuring. Kept across set_expert_workers. Same thread as forward().
   void set_moe_timings(experts::MoeLayerTimings* timings);
 
+  // Runs the dense parts of every later forward pass on `executor` (null: back to the CPU, whose
+  // KV then no longer matches what the executor wrote). Installs a copy hook on executor->pool()
+  // so that copy-on-write copies reach the executor's mirror (the hook does nothing once this
+  // executor is replaced or the runner is gone). From then on forward() takes only PagedKvCaches
+  // of that pool and batches of at most executor->max_batch_tokens() tokens (INVALID_ARGUMENT
+  // naming the sequence otherwise). INVALID_ARGUMENT (nothing changes) when the pool is shaped
+  // for another model. Same thread as forward().
+  Status set_dense_executor(std::unique_ptr<DenseExecutor> executor);
+  DenseExecutor* dense_executor() { return dense_.get(); }
+
+  // What the runner was created from: the checkpoint's weights (non-owning) and their kernel views.
+  const model::ModelWeights& model_weights() const { return *model_weights_; }
+  const PreparedWeights& prepared_weights() const { return weights_; }
+
  private:
   ModelRunner() = default;
   Status validate(std::span<const SequenceInput> batch) const;
+  Status validate_dense(std::span<const SequenceInput> batch) const;
   void attention_block(size_t layer, std::span<const SequenceInput> batch);
   Status ffn_block(size_t layer, ForwardOutput& out, bool record);
-  void compute_logits(std::span<const SequenceInput> batch, ForwardOutput& out);
+  // Fills out's first_row / n_rows / n_vocab, sizes out.logits and lists the batch tokens whose
+  // logits are wanted in logit_rows_.
+  void plan_logits(std::span<const SequenceInput> batch, ForwardOutput& out);
+  void compute_logits(ForwardOutput& out);
+  // The layer loop and the head on dense_ (x_ holds the embeddings).
+  Status forward_dense(std::span<const SequenceInput> batch, ForwardOutput& out, bool record);
 
   model::ModelSpec spec_;
+  const model::ModelWeights* model_weights_ = nullptr;
   PreparedWeights weights_;
   size_t context_length_ = 0;
   kernels::MatmulActivations mode_ = kernels::MatmulActivations::kQ8_0;
@@ -119,6 +151,13 @@ class ModelRunner {
   std::vector<size_t> token_offset_;  // per sequence
   std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_, router_, moe_out_, shared_out_, gate_;
   experts::Routing routing_;
+  std::vector<int32_t> logit_rows_;
+
+  // The dense executor (shared with the pool's copy hook, which holds a weak reference) and its
+  // per-pass tables.
+  std::shared_ptr<DenseExecutor> dense_;
+  std::vector<int32_t> token_seq_, kv_slots_, table_begin_, tables_;
+  std::vector<DenseSequence> dense_seqs_;
 };
 
 }  // namespace tandem::runtime

@@ -77,7 +77,7 @@ const float* KvPool::layer_values(size_t layer) const {
   return const_cast<KvPool*>(this)->layer_values(layer);
 }
 
-void KvPool::copy_block(BlockId src, BlockId dst) {
+Status KvPool::copy_block(BlockId src, BlockId dst) {
   TANDEM_CHECK(src >= 0 && dst >= 0 && static_cast<size_t>(src) < n_blocks_ &&
                static_cast<size_t>(dst) < n_blocks_ && src != dst);
   const size_t n = block_floats();
@@ -86,6 +86,7 @@ void KvPool::copy_block(BlockId src, BlockId dst) {
       std::copy_n(base + static_cast<size_t>(src) * n, n, base + static_cast<size_t>(dst) * n);
     }
   }
+  return copy_hook_ ? copy_hook_(src, dst) : Status();
 }
 
 PagedKvCache::PagedKvCache(KvPool& pool, KvBlockAllocator& allocator, SeqId seq,
@@ -125,14 +126,18 @@ Status PagedKvCache::prepare_write(size_t start_pos, size_t end_pos) {
                                        ": its KV block is shared with another sequence");
     }
   }
+  Status copied;  // the first error of the pool's copy hook (the blocks stay taken)
   if (end_pos > covered) {
     std::vector<KvBlockCopy> copies;
     TANDEM_RETURN_IF_ERROR(allocator_->grow(seq_, static_cast<int64_t>(end_pos), &copies));
-    for (const KvBlockCopy& c : copies) pool_->copy_block(c.src, c.dst);
+    for (const KvBlockCopy& c : copies) {
+      Status s = pool_->copy_block(c.src, c.dst);
+      if (copied.ok()) copied = std::move(s);
+    }
   }
   const auto table = allocator_->block_table(seq_);
   table_.assign(table.begin(), table.end());
-  return Status();
+  return copied;
 }
 
 void PagedKvCache::write(size_t layer, size_t start_pos, std::span<const float> k_rows,

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/base/result.h"
@@ -42,8 +44,15 @@ class KvPool {
   const float* layer_keys(size_t layer) const;
   const float* layer_values(size_t layer) const;
 
-  // Copies block src into block dst in every layer, K and V (copy-on-write of a shared block).
-  void copy_block(BlockId src, BlockId dst);
+  // Copies block src into block dst in every layer, K and V (copy-on-write of a shared block),
+  // then calls the copy hook, if any, and returns its status (OK without a hook).
+  Status copy_block(BlockId src, BlockId dst);
+
+  // A mirror of the pool elsewhere (a DenseExecutor's device copy) is told of every block copy:
+  // copy_block calls hook(src, dst) after the host copy. Empty = none (the default). The hook runs
+  // on copy_block's thread; whoever installs it keeps what it refers to alive while it is set.
+  using CopyHook = std::function<Status(BlockId src, BlockId dst)>;
+  void set_copy_hook(CopyHook hook) { copy_hook_ = std::move(hook); }
 
  private:
   KvPool(size_t n_layers, size_t kv_dim, size_t block_tokens, size_t n_blocks, size_t total,
@@ -56,6 +65,7 @@ class KvPool {
   size_t n_blocks_;
   size_t total_floats_;
   std::unique_ptr<float[]> data_;
+  CopyHook copy_hook_;
 };
 
 // One sequence's KV cache in the pool: position p lives in block table[p / block_tokens]. The
@@ -78,7 +88,9 @@ class PagedKvCache final : public KvCache {
   size_t max_positions() const override { return max_positions_; }
   size_t length() const override { return length_; }
   // RESOURCE_EXHAUSTED (nothing taken) when the free blocks do not cover end_pos;
-  // FAILED_PRECONDITION when rewinding would write a block other sequences share.
+  // FAILED_PRECONDITION when rewinding would write a block other sequences share. An error from
+  // the pool's copy hook is returned after the blocks were taken (the table is updated): the
+  // copied blocks are then undefined in the mirror and the caller fails the sequence.
   Status prepare_write(size_t start_pos, size_t end_pos) override;
   void write(size_t layer, size_t start_pos, std::span<const float> k_rows,
              std::span<const float> v_rows) override;
@@ -86,6 +98,8 @@ class PagedKvCache final : public KvCache {
   void set_length(size_t n) override;
 
   SeqId seq() const { return seq_; }
+  // The pool this cache's blocks live in.
+  const KvPool& pool() const { return *pool_; }
   // The block ids in position order (a copy of the allocator's table as of the last
   // prepare_write or construction).
   std::span<const BlockId> block_table() const { return table_; }

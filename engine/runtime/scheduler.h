@@ -129,6 +129,11 @@ class Scheduler {
   // Sequences preempted (KV freed, to be recomputed) so far. Any thread.
   int64_t preemptions() const { return preemptions_.load(std::memory_order_relaxed); }
   const SchedulerLimits& limits() const { return options_.limits; }
+  // Set-up access to the runner and the KV pool (e.g. enable_cuda_dense installing a dense
+  // executor that mirrors the pool). Only from the owning thread while the loop is not running
+  // (before start() or after stop()); the scheduler keeps ownership.
+  ModelRunner& runner() { return *runner_; }
+  KvPool& kv_pool() { return *pool_; }
 
  private:
   struct Sequence;

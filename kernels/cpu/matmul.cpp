@@ -1,21 +1,34 @@
-// Scalar reference matmul: tiled row conversion with reuse across tokens; Q8_0 int8 path.
+// matmul drivers: row tiles converted once and reused across tokens, on the kernel table chosen at
+// run time (matmul_dispatch.h); the Q8_0 int8 path on unpacked weight tiles.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "engine/base/check.h"
-#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/matmul_kernels.h"
 
 namespace tandem::kernels {
 namespace {
 
 // Floats of converted weights per tile: 64 KiB, so a tile stays in L2 while every token passes.
+// With few tokens a tile is read back only a few times, so a smaller one that stays in L1 wins.
 constexpr size_t kTileFloats = 16384;
+constexpr size_t kSmallTileFloats = 4096;
+constexpr size_t kSmallTileMaxTokens = 4;
 
-size_t tile_rows_for(size_t cols) {
-  return std::max<size_t>(1, kTileFloats / cols);
+// Up to this many tokens the float path reads F16 / BF16 / Q8_0 rows in place (where the kernel
+// table can) instead of converting tiles.
+constexpr size_t kFloatDirectMaxTokens = 2;
+
+// Up to this many tokens the int8 path reads the Q8_0 rows in place instead of unpacking tiles.
+constexpr size_t kQ8_0DirectMaxTokens = 2;
+
+size_t tile_rows_for(size_t cols, size_t n_tokens) {
+  const size_t floats = n_tokens <= kSmallTileMaxTokens ? kSmallTileFloats : kTileFloats;
+  return std::max<size_t>(4, floats / cols);
 }
 
 void check_shapes(const WeightMatrix& w, size_t x_size, size_t n_tokens, size_t y_size,
@@ -31,18 +44,29 @@ void matmul_rows(const WeightMatrix& w, std::span<const float> x, size_t n_token
                  std::span<float> y, size_t row_begin, size_t row_end) {
   check_shapes(w, x.size(), n_tokens, y.size(), row_begin, row_end);
   if (n_tokens == 0 || row_begin == row_end) return;
+  const detail::MatmulKernels& k = detail::active_matmul_kernels();
   const size_t cols = w.cols;
-  const size_t tile_rows = tile_rows_for(cols);
+  if (n_tokens <= kFloatDirectMaxTokens &&
+      k.dot_rows_direct(w.type, w.row_data(row_begin), w.row_bytes, x.data(), n_tokens,
+                        row_end - row_begin, cols, y.data() + row_begin, w.rows)) {
+    return;
+  }
+  const size_t tile_rows = tile_rows_for(cols, n_tokens);
+  // F32 rows aligned for float are dotted in place (the mapped bytes have no other type).
+  const bool direct = w.type == TensorType::kF32 &&
+                      reinterpret_cast<uintptr_t>(w.data) % alignof(float) == 0 &&
+                      w.row_bytes == cols * sizeof(float);
   thread_local std::vector<float> tile;
-  if (tile.size() < tile_rows * cols) tile.resize(tile_rows * cols);
+  if (!direct && tile.size() < tile_rows * cols) tile.resize(tile_rows * cols);
   for (size_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
     const size_t r1 = std::min(row_end, r0 + tile_rows);
-    weight_rows_to_float(w, r0, r1, tile);
-    for (size_t t = 0; t < n_tokens; ++t) {
-      const float* xt = x.data() + t * cols;
-      float* yt = y.data() + t * w.rows;
-      for (size_t r = r0; r < r1; ++r) yt[r] = dot_f32(xt, tile.data() + (r - r0) * cols, cols);
+    const float* rows = tile.data();
+    if (direct) {
+      rows = reinterpret_cast<const float*>(w.row_data(r0));
+    } else if (!k.to_float(w.type, w.row_data(r0), (r1 - r0) * cols, tile.data())) {
+      weight_rows_to_float(w, r0, r1, tile);
     }
+    k.dot_rows(x.data(), n_tokens, rows, r1 - r0, cols, y.data() + r0, w.rows);
   }
 }
 
@@ -51,46 +75,43 @@ void matmul_rows_q8_0(const WeightMatrix& w, const Q8_0Activations& xq, std::spa
   TANDEM_CHECK(w.type == TensorType::kQ8_0);
   TANDEM_CHECK(xq.cols == w.cols);
   TANDEM_CHECK(xq.qs.size() == xq.n_tokens * w.cols);
+  TANDEM_CHECK(xq.d.size() * kQ8_0BlockElements == xq.qs.size());
   check_shapes(w, xq.qs.size(), xq.n_tokens, y.size(), row_begin, row_end);
   if (xq.n_tokens == 0 || row_begin == row_end) return;
+  const detail::MatmulKernels& k = detail::active_matmul_kernels();
   const size_t cols = w.cols;
   const size_t blocks = cols / kQ8_0BlockElements;
-  // Unpack a tile of weight rows once (scales to float, quants contiguous), then reuse it for
-  // every token.
-  const size_t tile_rows = std::max<size_t>(1, 4 * kTileFloats / cols);
+  if (xq.n_tokens <= kQ8_0DirectMaxTokens) {
+    for (size_t t = 0; t < xq.n_tokens; ++t) {
+      k.q8_0_rows_direct(w.row_data(row_begin), w.row_bytes, row_end - row_begin, blocks,
+                         xq.qs.data() + t * cols, xq.d.data() + t * blocks,
+                         y.data() + t * w.rows + row_begin);
+    }
+    return;
+  }
+  constexpr size_t kGroup = detail::kQ8_0RowGroup;
+  // Unpack a tile of weight rows once (quants contiguous per row, scales to float and transposed
+  // to [block][row]), padded with zero rows to a whole number of row groups; reuse it for every
+  // token.
+  const size_t tile_rows = std::max<size_t>(kGroup, (4 * kTileFloats / cols) / kGroup * kGroup);
   thread_local std::vector<int8_t> wq;
   thread_local std::vector<float> wd;
   if (wq.size() < tile_rows * cols) wq.resize(tile_rows * cols);
   if (wd.size() < tile_rows * blocks) wd.resize(tile_rows * blocks);
   for (size_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
     const size_t r1 = std::min(row_end, r0 + tile_rows);
-    for (size_t r = r0; r < r1; ++r) {
-      const uint8_t* src = w.row_data(r);
-      for (size_t b = 0; b < blocks; ++b, src += kQ8_0BlockBytes) {
-        wd[(r - r0) * blocks + b] = fp16_to_fp32(load_le16(src));
-        for (size_t j = 0; j < kQ8_0BlockElements; ++j) {
-          wq[(r - r0) * cols + b * kQ8_0BlockElements + j] = static_cast<int8_t>(src[2 + j]);
-        }
+    const size_t n = r1 - r0;
+    const size_t padded = (n + kGroup - 1) / kGroup * kGroup;
+    k.q8_0_unpack(w.row_data(r0), w.row_bytes, n, blocks, wq.data(), wd.data(), padded);
+    if (padded > n) {
+      std::memset(wq.data() + n * cols, 0, (padded - n) * cols);
+      for (size_t b = 0; b < blocks; ++b) {
+        std::fill(wd.data() + b * padded + n, wd.data() + (b + 1) * padded, 0.0f);
       }
     }
     for (size_t t = 0; t < xq.n_tokens; ++t) {
-      const int8_t* xt = xq.qs.data() + t * cols;
-      const float* xd = xq.d.data() + t * blocks;
-      float* yt = y.data() + t * w.rows;
-      for (size_t r = r0; r < r1; ++r) {
-        const int8_t* wr = wq.data() + (r - r0) * cols;
-        const float* wrd = wd.data() + (r - r0) * blocks;
-        float sum = 0.0f;
-        for (size_t b = 0; b < blocks; ++b) {
-          int32_t sumi = 0;
-          for (size_t j = 0; j < kQ8_0BlockElements; ++j) {
-            sumi += static_cast<int32_t>(wr[b * kQ8_0BlockElements + j]) *
-                    static_cast<int32_t>(xt[b * kQ8_0BlockElements + j]);
-          }
-          sum += static_cast<float>(sumi) * (wrd[b] * xd[b]);
-        }
-        yt[r] = sum;
-      }
+      k.q8_0_rows(wq.data(), wd.data(), padded, blocks, xq.qs.data() + t * cols,
+                  xq.d.data() + t * blocks, y.data() + t * w.rows + r0, n);
     }
   }
 }

@@ -32,9 +32,24 @@ enum class MatmulActivations { kFloat, kQ8_0 };
 // (grown on demand, kept for reuse). For kQ8_0, quantize x once (quantize_q8_0_activations) before
 // fanning out and pass the same Q8_0Activations to every worker.
 //
-// Cost model: W rows are converted in tiles of ~64 KiB of floats, and each converted tile is
-// dotted with every token before the next tile, so W is read and converted once per call and x
-// is streamed once per tile; efficient from 1 token to a few hundred.
+// Instruction sets: the work runs on the kernel variant chosen once at run time from CPUID
+// (scalar, AVX2, AVX-512, AVX-512 VNNI; see matmul_dispatch.h for the TANDEM_CPU_KERNELS override
+// and the banner name). Whatever the variant, each output element depends only on its own x row
+// and W row, never on the row range, the token count or the thread split, so pooled calls are
+// bit-identical to single-threaded ones.
+//  - kQ8_0 (int8) path: bit-identical in every variant to the scalar reference described at
+//    matmul_rows_q8_0 (SIMD sums 8 rows' exact block sums at once, lane per row, in block order).
+//  - kFloat path: W converted to float exactly (bit-equal to dequantize()) in every variant; the
+//    dot products sum in a different order per variant (SIMD: two FMA chains of 8 or 16 lanes,
+//    then a fixed tree). Variants differ from the scalar reference by at most
+//    (cols / 4 + 16) * 2^-24 * sum_c |x_c W[r][c]| per element (1.2e-5 relative to that sum at
+//    cols = 768; the two rounding-error bounds added); each stays within
+//    cols * 2^-24 * sum_c |x_c W[r][c]| of the exact product.
+//
+// Cost model: W rows are converted in tiles (16 KiB of floats for up to 4 tokens, 64 KiB
+// otherwise), and each converted tile is dotted with every token before the next tile, so W is
+// read and converted once per call and x is streamed once per tile; efficient from 1 token to a
+// few hundred. The int8 path reads Q8_0 rows in place for 1-2 tokens and unpacks tiles beyond.
 
 // Float path over W rows [row_begin, row_end), all tokens.
 void matmul_rows(const WeightMatrix& w, std::span<const float> x, size_t n_tokens,

@@ -27,4 +27,27 @@ Result<std::vector<DeviceInfo>> list_devices() {
   return devices;
 }
 
+Result<DeviceMemory> device_memory(int device) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess && err != cudaErrorNoDevice) {
+    cudaGetLastError();
+    return unavailable_error(std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(err));
+  }
+  if (err == cudaErrorNoDevice) cudaGetLastError();
+  if (device < 0 || device >= count) {
+    return invalid_argument_error("CUDA device " + std::to_string(device) + " does not exist (" +
+                                  std::to_string(count) + " visible)");
+  }
+  err = cudaSetDevice(device);
+  DeviceMemory memory;
+  if (err == cudaSuccess) err = cudaMemGetInfo(&memory.free_bytes, &memory.total_bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return unavailable_error("cudaMemGetInfo on device " + std::to_string(device) +
+                             " failed: " + cudaGetErrorString(err));
+  }
+  return memory;
+}
+
 }  // namespace tandem::kernels::cuda

@@ -12,78 +12,27 @@
 // result makes a round trip through global memory between the two stages.
 #include "kernels/cuda/expert_ffn.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/weight_load.cuh"
+
 namespace tandem::kernels::cuda {
 namespace {
 
+using weight_load::load_weight_tile;
+
 constexpr int kTileM = static_cast<int>(kExpertFfnRowTile);  // rows (tokens) per block
-constexpr int kTileN = 64;                                   // output features per block
-constexpr int kTileK = 32;                                   // K per step (one Q8_0 block)
-constexpr int kThreads = 256;
-constexpr int kQ8_0BlockBytes = 34;  // fp16 scale + 32 int8
+constexpr int kTileN = weight_load::kTileN;                  // output features per block
+constexpr int kTileK = weight_load::kTileK;                  // K per step (one Q8_0 block)
+constexpr int kThreads = weight_load::kTileThreads;
 constexpr unsigned kMaxGridY = 65535;
 
 static_assert(kTileM * kTileK == kThreads, "one activation element per thread per K step");
 static_assert(kTileN * kTileK == kThreads * 8, "eight weight elements per thread per K step");
 static_assert(kTileM * kTileN == kThreads * 2, "two outputs per thread");
-
-// Converts the 8 weights [c0, c0 + 8) of one row to float; columns >= k are zero. c0 % 8 == 0.
-template <TensorType T>
-__device__ __forceinline__ void load8(const uint8_t* row, int c0, int k, float* dst) {
-  if constexpr (T == TensorType::kQ8_0) {
-    if (c0 >= k) {  // k is a multiple of 32, so a group of 8 is all in or all out
-#pragma unroll
-      for (int j = 0; j < 8; ++j) dst[j] = 0.0f;
-      return;
-    }
-    const uint8_t* block = row + static_cast<size_t>(c0 / 32) * kQ8_0BlockBytes;
-    const float d = __half2float(*reinterpret_cast<const __half*>(block));
-    const int8_t* qs = reinterpret_cast<const int8_t*>(block + 2) + (c0 % 32);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) dst[j] = d * static_cast<float>(qs[j]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int c = c0 + j;
-      float v = 0.0f;
-      if (c < k) {
-        if constexpr (T == TensorType::kF32) {
-          v = reinterpret_cast<const float*>(row)[c];
-        } else if constexpr (T == TensorType::kF16) {
-          v = __half2float(reinterpret_cast<const __half*>(row)[c]);
-        } else {  // kBF16: the top half of a float32
-          v = __uint_as_float(static_cast<unsigned>(reinterpret_cast<const uint16_t*>(row)[c])
-                              << 16);
-        }
-      }
-      dst[j] = v;
-    }
-  }
-}
-
-// Loads this thread's 8 weights of the kTileN x kTileK weight tile at (n0, k0) into ws.
-template <TensorType T>
-__device__ __forceinline__ void load_weight_tile(const uint8_t* w, size_t row_bytes, int n_rows,
-                                                 int k, int n0, int k0, float (*ws)[kTileK + 1]) {
-  const int local_n = threadIdx.x / 4;
-  const int local_c = (threadIdx.x % 4) * 8;
-  const int n = n0 + local_n;
-  float tmp[8];
-  if (n < n_rows) {
-    load8<T>(w + static_cast<size_t>(n) * row_bytes, k0 + local_c, k, tmp);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) tmp[j] = 0.0f;
-  }
-#pragma unroll
-  for (int j = 0; j < 8; ++j) ws[local_n][local_c + j] = tmp[j];
-}
 
 struct StageParams {
   const DeviceExpert* experts;

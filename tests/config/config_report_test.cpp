@@ -116,6 +116,7 @@ TEST_CASE("the startup summary has one line per section and no secrets", "[confi
   CHECK(lines[1] == "metrics: off");
   CHECK(contains(lines[4], "threads 12"));
   CHECK(contains(lines[4], "KV cache 1GiB"));
+  CHECK(contains(lines[4], "dense parts auto, CUDA device 0"));
   for (const std::string& line : lines) CHECK_FALSE(contains(line, "very-secret-key"));
 }
 

@@ -69,6 +69,8 @@ TEST_CASE("YAML values of every kind are read", "[config]") {
       "  num_gpu_experts: 128\n"
       "runtime:\n"
       "  kv_cache_bytes: 1073741824\n"
+      "  dense_device: cpu\n"
+      "  cuda_device: 1\n"
       "logging:\n"
       "  level: warn\n"
       "metrics:\n");
@@ -84,6 +86,8 @@ TEST_CASE("YAML values of every kind are read", "[config]") {
   CHECK(c.placement.gpu_memory_budget == 40ULL << 30);
   CHECK(c.placement.num_gpu_experts == 128);
   CHECK(c.runtime.kv_cache_bytes == 1ULL << 30);
+  CHECK(c.runtime.dense_device == DenseDevice::kCpu);
+  CHECK(c.runtime.cuda_device == 1);
   CHECK(c.logging.level == LogLevel::kWarn);
   CHECK(r->source_of("model.format").to_string() == file.path() + ":7");
 }
@@ -125,6 +129,9 @@ TEST_CASE("YAML errors name file:line, the key and what is wrong", "[config]") {
       {"model:\n  format: onnx\n",
        "FILE:2: model.format: 'onnx' is not one of: auto, gguf, safetensors"},
       {"logging:\n  format: xml\n", "FILE:2: logging.format: 'xml' is not one of: text, json"},
+      {"runtime:\n  dense_device: tpu\n",
+       "FILE:2: runtime.dense_device: 'tpu' is not one of: auto, cpu, gpu"},
+      {"runtime:\n  cuda_device: -1\n", "runtime.cuda_device: -1 is out of range 0..1023"},
       {"placement:\n  gpu_memory_budget: 40GB2\n",
        "placement.gpu_memory_budget: unknown size unit"},
       {"placement:\n  gpu_memory_budget: -1GiB\n", "must not be negative"},

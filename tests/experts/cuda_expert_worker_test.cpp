@@ -16,6 +16,7 @@
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/quantize_q8_0.h"
 #include "kernels/cuda/expert_ffn.h"
+#include "tests/kernels/random_weights.h"
 
 #include <cuda_runtime.h>
 
@@ -36,37 +37,7 @@ bool have_device() {
 
 // Random bytes of a rows x cols matrix in `type`, with values of magnitude ~0.1.
 std::vector<uint8_t> random_matrix(TensorType type, size_t rows, size_t cols, std::mt19937& rng) {
-  std::uniform_real_distribution<float> value(-0.2f, 0.2f);
-  std::vector<uint8_t> bytes;
-  auto put16 = [&](uint16_t v) {
-    bytes.push_back(static_cast<uint8_t>(v & 0xff));
-    bytes.push_back(static_cast<uint8_t>(v >> 8));
-  };
-  for (size_t r = 0; r < rows; ++r) {
-    if (type == TensorType::kQ8_0) {
-      std::uniform_int_distribution<int> q(-127, 127);
-      std::uniform_real_distribution<float> d(0.0005f, 0.003f);
-      for (size_t b = 0; b < cols / 32; ++b) {
-        put16(kernels::fp32_to_fp16_bits(d(rng)));
-        for (int j = 0; j < 32; ++j) bytes.push_back(static_cast<uint8_t>(q(rng)));
-      }
-      continue;
-    }
-    for (size_t c = 0; c < cols; ++c) {
-      const float f = value(rng);
-      if (type == TensorType::kF32) {
-        const auto* p = reinterpret_cast<const uint8_t*>(&f);
-        bytes.insert(bytes.end(), p, p + 4);
-      } else if (type == TensorType::kF16) {
-        put16(kernels::fp32_to_fp16_bits(f));
-      } else {  // BF16: the top half
-        uint32_t bits = 0;
-        std::memcpy(&bits, &f, 4);
-        put16(static_cast<uint16_t>(bits >> 16));
-      }
-    }
-  }
-  return bytes;
+  return testing::random_weight_bytes(type, rows, cols, 0.2f, rng);
 }
 
 // A two-layer MoE "model" with random fused expert tensors of one type, enough for both workers.

@@ -279,7 +279,7 @@ TEST_CASE("startup placement: statistics from profile, missing file, wrong model
   pc.policy = config::PlacementPolicy::kFrequency;
   pc.num_gpu_experts = 3;
   pc.stats_path = stats_path;
-  auto placed = placement::plan_startup_placement(pc, f32, 0);
+  auto placed = placement::plan_startup_placement(pc, f32);
   REQUIRE(placed.ok());
   CHECK(placed->stats_loaded);
   REQUIRE(placed->stats);
@@ -304,7 +304,7 @@ TEST_CASE("startup placement: statistics from profile, missing file, wrong model
   // A missing statistics file: uniform, with a warning naming it.
   pc.stats_path = temp_path("absent.json");
   pc.num_gpu_experts = 4;
-  auto fallback = placement::plan_startup_placement(pc, f32, 0);
+  auto fallback = placement::plan_startup_placement(pc, f32);
   REQUIRE(fallback.ok());
   CHECK(fallback->placement.fell_back_to_uniform);
   CHECK_FALSE(fallback->stats_loaded);
@@ -316,7 +316,7 @@ TEST_CASE("startup placement: statistics from profile, missing file, wrong model
   // Statistics of another model (same shapes, other tensor types): refused.
   const model::Checkpoint q8 = model::open_model(kTinyQ8).value();
   pc.stats_path = stats_path;
-  auto wrong = placement::plan_startup_placement(pc, q8, 0);
+  auto wrong = placement::plan_startup_placement(pc, q8);
   REQUIRE_FALSE(wrong.ok());
   CHECK(wrong.status().code() == StatusCode::kFailedPrecondition);
   CHECK_THAT(wrong.status().message(), Catch::Contains(stats_path));
@@ -325,12 +325,20 @@ TEST_CASE("startup placement: statistics from profile, missing file, wrong model
   // A malformed file is an error too, and budget needs a budget.
   const std::string junk = write("junk.json", "{\"format\": \"nope\"}");
   pc.stats_path = junk;
-  CHECK_FALSE(placement::plan_startup_placement(pc, f32, 0).ok());
+  CHECK_FALSE(placement::plan_startup_placement(pc, f32).ok());
   pc.stats_path = stats_path;
   pc.policy = config::PlacementPolicy::kBudget;
-  auto no_budget = placement::plan_startup_placement(pc, f32, 0);
+  auto no_budget = placement::plan_startup_placement(pc, f32);
   REQUIRE_FALSE(no_budget.ok());
   CHECK_THAT(no_budget.status().message(), Catch::Contains("gpu_memory_budget"));
+  // With GPU bytes to fill: an expert is 3 x 64 x 32 F32 = 24,576 bytes, so 500 reserved out of
+  // 500 + 2.5 experts' bytes leaves room for two.
+  const uint64_t expert = 3 * 64 * 32 * 4;
+  auto budget =
+      placement::plan_startup_placement(pc, f32, {.usable = 500 + 5 * expert / 2, .reserved = 500});
+  REQUIRE(budget.ok());
+  CHECK(budget->placement.expert_budget_bytes == 5 * expert / 2);
+  CHECK(budget->placement.map.n_gpu() == 2);
   for (const auto& p : {prompts, stats_path, junk}) std::filesystem::remove(p);
 }
 

@@ -3,30 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include "engine/runtime/paged_kv_cache.h"
+#include "tests/runtime/paged_pool.h"
 #include "tests/runtime/runtime_fixture.h"
 
 namespace tandem::runtime::testing {
 namespace {
-
-struct PagedPool {
-  std::unique_ptr<KvPool> pool;
-  std::unique_ptr<KvBlockAllocator> allocator;
-};
-
-PagedPool make_pool(const ModelRunner& runner, size_t block_tokens, size_t n_blocks) {
-  const auto probe = runner.new_kv_cache(1);
-  const auto per_token = kv_bytes_per_token(static_cast<int64_t>(probe->n_layers()), 1,
-                                            static_cast<int64_t>(probe->kv_dim()), sizeof(float));
-  REQUIRE(per_token.ok());
-  auto allocator =
-      KvBlockAllocator::create({static_cast<int64_t>(n_blocks * block_tokens) * *per_token,
-                                static_cast<int64_t>(block_tokens), *per_token});
-  REQUIRE(allocator.ok());
-  auto pool = KvPool::create(probe->n_layers(), probe->kv_dim(), block_tokens, n_blocks);
-  REQUIRE(pool.ok());
-  return PagedPool{std::move(pool).value(),
-                   std::make_unique<KvBlockAllocator>(std::move(allocator).value())};
-}
 
 TEST_CASE("paged forward reproduces llama.cpp tiny-moe logits for block sizes 1, 3, 16",
           "[runtime][forward][paged]") {

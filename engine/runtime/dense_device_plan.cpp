@@ -1,0 +1,184 @@
+// plan_dense_device: the device memory layout of CudaDenseExecutor (weights, KV mirror, scratch).
+#include "engine/runtime/dense_device_plan.h"
+
+#include <algorithm>
+#include <string>
+
+namespace tandem::runtime {
+namespace {
+
+// A bump allocator over one buffer with checked arithmetic; `ok` turns false on overflow.
+struct Bump {
+  uint64_t used = 0;
+  bool ok = true;
+
+  uint64_t take(uint64_t a, uint64_t b = 1, uint64_t c = 1) {
+    uint64_t n = 0;
+    if (__builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, c, &n)) ok = false;
+    const uint64_t at = used;
+    uint64_t end = 0;
+    if (__builtin_add_overflow(at, n, &end) || end > UINT64_MAX - kDeviceAlign) ok = false;
+    used = ok ? (end + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign : 0;
+    return at;
+  }
+};
+
+const std::string& name_of(const model::TensorInfo* t, const std::string& fallback) {
+  return t != nullptr ? t->name : fallback;
+}
+
+class Planner {
+ public:
+  explicit Planner(DenseDevicePlan& plan) : plan_(plan) {}
+
+  DeviceMatrixRef matrix(const kernels::WeightMatrix& w, const model::TensorInfo* info) {
+    DeviceMatrixRef ref;
+    if (w.data == nullptr) return ref;
+    ref.type = w.type;
+    ref.rows = w.rows;
+    ref.cols = w.cols;
+    const uint64_t bytes = static_cast<uint64_t>(w.rows) * w.row_bytes;
+    ref.offset = weights.take(w.rows, w.row_bytes);
+    plan_.uploads.push_back({name_of(info, "?"), w.data, bytes, ref.offset, true, w.type});
+    return ref;
+  }
+
+  DeviceVectorRef vector(const std::vector<float>& v, const model::TensorInfo* info) {
+    DeviceVectorRef ref;
+    if (v.empty()) return ref;
+    ref.n = v.size();
+    ref.offset = weights.take(v.size(), sizeof(float));
+    plan_.uploads.push_back({name_of(info, "?"), v.data(), v.size() * sizeof(float), ref.offset,
+                             false, TensorType::kF32});
+    return ref;
+  }
+
+  Bump weights;
+
+ private:
+  DenseDevicePlan& plan_;
+};
+
+}  // namespace
+
+Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
+                                          const model::ModelWeights& weights, const KvGeometry& kv,
+                                          size_t max_batch_tokens) {
+  if (max_batch_tokens == 0) return invalid_argument_error("max_batch_tokens must be positive");
+  if (kv.n_layers == 0 || kv.kv_dim == 0 || kv.block_tokens == 0 || kv.n_blocks == 0) {
+    return invalid_argument_error("KV geometry dimensions must be positive");
+  }
+  if (kv.n_layers != spec.n_layers || kv.kv_dim != spec.kv_dim()) {
+    return invalid_argument_error("KV geometry (" + std::to_string(kv.n_layers) +
+                                  " layers, kv_dim " + std::to_string(kv.kv_dim) +
+                                  ") does not match the model (" + std::to_string(spec.n_layers) +
+                                  ", " + std::to_string(spec.kv_dim()) + ")");
+  }
+  if (weights.layers.size() != spec.n_layers) {
+    return invalid_argument_error("weights hold another number of layers than the spec");
+  }
+  DenseDevicePlan plan;
+  TANDEM_ASSIGN_OR_RETURN(plan.prepared, prepare_weights(spec, weights));
+  plan.max_batch_tokens = max_batch_tokens;
+  const PreparedWeights& p = plan.prepared;
+  Planner planner(plan);
+  plan.output_norm = planner.vector(p.output_norm, weights.output_norm);
+  plan.lm_head = planner.matrix(p.lm_head, weights.lm_head);
+  plan.layers.resize(p.layers.size());
+  size_t ffn_max = 0;
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const PreparedLayer& L = p.layers[l];
+    const model::LayerWeights& W = weights.layers[l];
+    DeviceLayerRefs& d = plan.layers[l];
+    d.moe = L.moe;
+    d.attn_norm = planner.vector(L.attn_norm, W.attn_norm);
+    d.q = planner.matrix(L.q, W.q);
+    d.k = planner.matrix(L.k, W.k);
+    d.v = planner.matrix(L.v, W.v);
+    d.o = planner.matrix(L.o, W.o);
+    d.q_bias = planner.vector(L.q_bias, W.q_bias);
+    d.k_bias = planner.vector(L.k_bias, W.k_bias);
+    d.v_bias = planner.vector(L.v_bias, W.v_bias);
+    d.q_norm = planner.vector(L.q_norm, W.q_norm);
+    d.k_norm = planner.vector(L.k_norm, W.k_norm);
+    d.ffn_norm = planner.vector(L.ffn_norm, W.ffn_norm);
+    if (L.moe) {
+      d.router = planner.matrix(L.router, W.router);
+      if (L.has_shared) {
+        d.shared_gate = planner.matrix(L.shared_gate, W.shared_gate);
+        d.shared_up = planner.matrix(L.shared_up, W.shared_up);
+        d.shared_down = planner.matrix(L.shared_down, W.shared_down);
+        ffn_max = std::max(ffn_max, L.shared_gate.rows);
+      }
+      if (L.has_shared_gate) {
+        d.shared_expert_gate = planner.matrix(L.shared_expert_gate, W.shared_expert_gate);
+      }
+    } else {
+      d.ffn_gate = planner.matrix(L.ffn_gate, W.ffn_gate);
+      d.ffn_up = planner.matrix(L.ffn_up, W.ffn_up);
+      d.ffn_down = planner.matrix(L.ffn_down, W.ffn_down);
+      ffn_max = std::max(ffn_max, L.ffn_gate.rows);
+    }
+  }
+
+  Bump kvb;
+  kvb.take(2 * kv.n_layers, kv.n_blocks, kv.block_tokens);
+  uint64_t kv_bytes = 0;
+  if (__builtin_mul_overflow(kvb.used, kv.kv_dim * sizeof(float), &kv_bytes)) kvb.ok = false;
+  // Exact: one allocation of 2 * layers * blocks * block_tokens * kv_dim floats (no padding).
+  kvb.used = kv_bytes;
+
+  const uint64_t T = max_batch_tokens;
+  const uint64_t hidden = spec.hidden_size;
+  const uint64_t f = sizeof(float);
+  DeviceScratchLayout& s = plan.scratch;
+  Bump sb;
+  s.ffn_max = ffn_max;
+  s.logit_chunk = std::min(max_batch_tokens, kLogitsChunkRows);
+  s.table_capacity = kv.n_blocks + max_batch_tokens;
+  s.x = sb.take(T, hidden, f);
+  s.h = sb.take(T, hidden, f);
+  s.tmp = sb.take(T, hidden, f);
+  s.shared = sb.take(T, hidden, f);
+  s.q = sb.take(T, spec.q_dim(), f);
+  s.attn = sb.take(T, spec.q_dim(), f);
+  s.k = sb.take(T, spec.kv_dim(), f);
+  s.v = sb.take(T, spec.kv_dim(), f);
+  s.ffn_a = sb.take(T, ffn_max, f);
+  s.ffn_b = sb.take(T, ffn_max, f);
+  s.router = sb.take(T, std::max<uint64_t>(spec.n_experts, 1), f);
+  s.gate_logit = sb.take(T, f);
+  s.head_rows = sb.take(s.logit_chunk, hidden, f);
+  s.logits = sb.take(s.logit_chunk, plan.lm_head.rows, f);
+  s.positions = sb.take(T, sizeof(int32_t));
+  s.token_seq = sb.take(T, sizeof(int32_t));
+  s.slots = sb.take(T, sizeof(int32_t));
+  s.table_begin = sb.take(T, sizeof(int32_t));
+  s.tables = sb.take(s.table_capacity, sizeof(int32_t));
+
+  Bump pb;
+  s.pin_act = pb.take(T, hidden, f);
+  s.pin_router = pb.take(T, std::max<uint64_t>(spec.n_experts, 1), f);
+  s.pin_logits = pb.take(s.logit_chunk, plan.lm_head.rows, f);
+  s.pin_ints = pb.take(4 * T, sizeof(int32_t));
+  s.pin_tables = pb.take(s.table_capacity, sizeof(int32_t));
+
+  if (!planner.weights.ok || !kvb.ok || !sb.ok || !pb.ok) {
+    return invalid_argument_error("device memory plan overflows 64-bit sizes");
+  }
+  plan.bytes.dense_weights = planner.weights.used;
+  plan.bytes.kv = kvb.used;
+  plan.bytes.scratch = sb.used;
+  plan.pinned_bytes = pb.used;
+  return plan;
+}
+
+Result<CudaDenseBytes> estimate_cuda_dense_bytes(const model::ModelSpec& spec,
+                                                 const model::ModelWeights& weights,
+                                                 const KvGeometry& kv, size_t max_batch_tokens) {
+  TANDEM_ASSIGN_OR_RETURN(DenseDevicePlan plan,
+                          plan_dense_device(spec, weights, kv, max_batch_tokens));
+  return plan.bytes;
+}
+
+}  // namespace tandem::runtime

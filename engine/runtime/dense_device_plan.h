@@ -1,0 +1,121 @@
+// DenseDevicePlan: where CudaDenseExecutor puts every dense weight, the KV mirror and its scratch
+// in device memory, computed without a device (so startup can budget memory before any CUDA call).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/base/result.h"
+#include "engine/model/model.h"
+#include "engine/runtime/prepared_weights.h"
+#include "kernels/tensor_type.h"
+
+namespace tandem::runtime {
+
+// The KV pool geometry a device mirror copies (runtime::KvPool's).
+struct KvGeometry {
+  size_t n_layers = 0;
+  size_t kv_dim = 0;
+  size_t block_tokens = 0;
+  size_t n_blocks = 0;
+};
+
+// Device bytes by kind. A plain value.
+struct CudaDenseBytes {
+  uint64_t dense_weights = 0;  // every dense matrix and vector but the token embedding
+  uint64_t kv = 0;             // the KV mirror: 2 x n_layers x n_blocks x block_tokens x kv_dim
+  uint64_t scratch = 0;        // activations and index arrays for max_batch_tokens tokens
+  uint64_t total() const { return dense_weights + kv + scratch; }
+};
+
+inline constexpr uint64_t kNoTensor = std::numeric_limits<uint64_t>::max();
+// Every region starts at a multiple of this many bytes within its buffer.
+inline constexpr uint64_t kDeviceAlign = 256;
+// Logits are computed this many rows at a time (bounds the logits scratch to rows x n_vocab).
+inline constexpr size_t kLogitsChunkRows = 32;
+
+// A weight in the weights buffer (offset kNoTensor: absent).
+struct DeviceMatrixRef {
+  uint64_t offset = kNoTensor;
+  TensorType type = TensorType::kF32;
+  size_t rows = 0;
+  size_t cols = 0;
+  bool present() const { return offset != kNoTensor; }
+};
+struct DeviceVectorRef {
+  uint64_t offset = kNoTensor;  // floats
+  size_t n = 0;
+  bool present() const { return offset != kNoTensor; }
+};
+
+struct DeviceLayerRefs {
+  DeviceVectorRef attn_norm, q_bias, k_bias, v_bias, q_norm, k_norm, ffn_norm;
+  DeviceMatrixRef q, k, v, o, router, shared_gate, shared_up, shared_down, shared_expert_gate;
+  DeviceMatrixRef ffn_gate, ffn_up, ffn_down;
+  bool moe = false;
+};
+
+// One host -> device copy into the weights buffer.
+struct DeviceUpload {
+  std::string name;  // the checkpoint's tensor name
+  const void* host = nullptr;
+  uint64_t bytes = 0;
+  uint64_t offset = 0;
+  bool matrix = false;
+  TensorType type = TensorType::kF32;  // of a matrix (vectors are uploaded as float)
+};
+
+// Byte offsets of the scratch regions within the scratch buffer (floats unless noted).
+struct DeviceScratchLayout {
+  uint64_t x = 0, h = 0, tmp = 0, shared = 0;  // [T x hidden]
+  uint64_t q = 0, attn = 0;                    // [T x q_dim]
+  uint64_t k = 0, v = 0;                       // [T x kv_dim]
+  uint64_t ffn_a = 0, ffn_b = 0;               // [T x ffn_max] (absent when ffn_max is 0)
+  uint64_t router = 0;                         // [T x n_experts]
+  uint64_t gate_logit = 0;                     // [T]
+  uint64_t head_rows = 0;                      // [chunk x hidden]
+  uint64_t logits = 0;                         // [chunk x n_vocab]
+  // int32: [T] each, and tables [table_capacity].
+  uint64_t positions = 0, token_seq = 0, slots = 0, table_begin = 0, tables = 0;
+  size_t table_capacity = 0;  // n_blocks + T entries
+  // Byte offsets within the pinned host block: activations [T x hidden], router logits
+  // [T x n_experts], one logits chunk, int32 [4 x T] (positions, token_seq, slots, table_begin)
+  // and the tables [table_capacity].
+  uint64_t pin_act = 0, pin_router = 0, pin_logits = 0, pin_ints = 0, pin_tables = 0;
+  size_t ffn_max = 0;
+  size_t logit_chunk = 0;  // min(T, kLogitsChunkRows)
+};
+
+// The whole plan. Owns the PreparedWeights the uploads point into (float norms and biases; the
+// matrices point into the checkpoint, which must outlive the plan).
+struct DenseDevicePlan {
+  PreparedWeights prepared;
+  std::vector<DeviceUpload> uploads;
+  std::vector<DeviceLayerRefs> layers;
+  DeviceVectorRef output_norm;
+  DeviceMatrixRef lm_head;
+  DeviceScratchLayout scratch;
+  size_t max_batch_tokens = 0;
+  CudaDenseBytes bytes;
+  // Page-locked host staging (not device memory): activations, router logits, logits, ints.
+  uint64_t pinned_bytes = 0;
+};
+
+// Lays out the dense weights of (spec, weights), a KV mirror of `kv` and scratch for
+// max_batch_tokens tokens. INVALID_ARGUMENT for a zero max_batch_tokens or KV dimension, a KV
+// geometry of another model, or sizes that overflow; the errors of prepare_weights. Any thread.
+Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
+                                          const model::ModelWeights& weights, const KvGeometry& kv,
+                                          size_t max_batch_tokens);
+
+// The device bytes CudaDenseExecutor::create allocates for these inputs (plan_dense_device's
+// bytes): weights and KV exact, scratch as allocated at creation (the block-table region grows
+// later only for batches whose tables share blocks, i.e. forks). No device needed.
+Result<CudaDenseBytes> estimate_cuda_dense_bytes(const model::ModelSpec& spec,
+                                                 const model::ModelWeights& weights,
+                                                 const KvGeometry& kv, size_t max_batch_tokens);
+
+}  // namespace tandem::runtime

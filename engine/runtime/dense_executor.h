@@ -1,0 +1,102 @@
+// DenseExecutor: the interface through which ModelRunner runs the dense parts of its forward pass
+// (attention, norms, router, shared experts, dense FFNs, the head) on another device, layer by
+// layer, while routing and the routed experts stay on the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "engine/base/status.h"
+#include "engine/runtime/kv_block_allocator.h"
+#include "engine/runtime/paged_kv_cache.h"
+
+namespace tandem::runtime {
+
+// One sequence of a DenseBatch: its new tokens are batch tokens [first_token, first_token +
+// n_tokens) at positions start_pos .. start_pos + n_tokens - 1; its block table is
+// DenseBatch::tables[table_begin .. table_begin + table_size) (block ids in position order,
+// covering at least positions [0, start_pos + n_tokens)).
+struct DenseSequence {
+  size_t first_token = 0;
+  size_t n_tokens = 0;
+  size_t start_pos = 0;
+  size_t table_begin = 0;
+  size_t table_size = 0;
+};
+
+// The batch of one forward pass as the executor sees it. Every span is the caller's and valid only
+// during begin(); the executor copies what it keeps. Tokens are in batch order (all of sequence
+// 0's, then sequence 1's, ...). int32 arrays are laid out as kernels::cuda::DeviceAttentionBatch
+// wants them, so a device executor can upload them as they are.
+struct DenseBatch {
+  size_t n_tokens = 0;
+  std::span<const float> x;              // [n_tokens x hidden]: the token embeddings
+  std::span<const int32_t> positions;    // [n_tokens]: each token's position in its sequence
+  std::span<const int32_t> token_seq;    // [n_tokens]: each token's sequence index
+  std::span<const int32_t> kv_slots;     // [n_tokens]: pool row block * block_tokens + pos % bt
+  std::span<const int32_t> table_begin;  // [n_seqs]: offset of each sequence's table in `tables`
+  std::span<const int32_t> tables;       // every sequence's block table, back to back
+  std::span<const DenseSequence> seqs;   // [n_seqs]
+};
+
+// Runs one forward pass's dense work for ModelRunner on a device that keeps the residual stream
+// x [n_tokens x hidden] and a mirror of the host KvPool (same n_layers, kv_dim, block_tokens,
+// n_blocks; blocks addressed by the same ids), filled only through this interface. Per pass the
+// runner calls, in this order:
+//   begin(batch)
+//   per layer l: attention(l), then dense_ffn(l) for a dense layer, or for a MoE layer
+//     moe_input(l, h, router_logits) -> [host: route + routed experts] -> moe_output(l, moe_sum)
+//   logits(rows, out)
+// with copy_block(src, dst) possibly called between passes (from KvPool's copy hook when
+// PagedKvCache::prepare_write copies a shared block: copy-on-write) and before begin().
+//
+// Arithmetic is ModelRunner's (see model_runner.h): a layer's attention is
+//   h = rmsnorm(x) * attn_norm; q,k,v = h W^T (+ bias); Q/K norm; RoPE at positions; K/V rows
+//   written at kv_slots; causal GQA attention per sequence through its block table;
+//   x += attn W_o^T
+// dense_ffn: x += swiglu(rmsnorm(x) * ffn_norm); moe_input: h = rmsnorm(x) * ffn_norm and the
+// router's float logits h W_r^T; moe_output: ffn = moe_sum [+ sigmoid(h w_g) * shared(h)];
+// x += ffn; logits: (rmsnorm(x[rows]) * output_norm) W_lm^T.
+//
+// Errors: any call may fail (INTERNAL with the device error, INVALID_ARGUMENT for a batch beyond
+// max_batch_tokens() or shaped for another model). After a failed call the pass is over: x and
+// the K/V rows the pass writes (each sequence's rows from start_pos on) are undefined, exactly as
+// an expert-worker error leaves them in ModelRunner::forward; the next begin() starts afresh.
+// copy_block errors leave the destination block undefined.
+//
+// Ownership and threads: the runner owns the executor (ModelRunner::set_dense_executor). The host
+// KvPool it mirrors must outlive every call (an executor's destructor does not touch it, so a
+// Scheduler may destroy its pool before its runner). All calls come from one thread at a time
+// (the runner's forward thread: the scheduler's loop).
+class DenseExecutor {
+ public:
+  virtual ~DenseExecutor() = default;
+
+  // The host pool whose blocks this executor mirrors: forward accepts only PagedKvCaches of it.
+  virtual KvPool& pool() = 0;
+  // The most tokens one pass may hold (scratch is sized for it).
+  virtual size_t max_batch_tokens() const = 0;
+
+  // Starts a pass: copies x and the batch's tables to the device.
+  virtual Status begin(const DenseBatch& batch) = 0;
+  // The attention half of `layer`, residual included.
+  virtual Status attention(size_t layer) = 0;
+  // The FFN half of a dense (non-MoE) layer, residual included.
+  virtual Status dense_ffn(size_t layer) = 0;
+  // The FFN input of a MoE layer: h [n_tokens x hidden] (normed x) and router_logits [n_tokens x
+  // n_experts], both written to the host spans (exact sizes) before returning.
+  virtual Status moe_input(size_t layer, std::span<float> h, std::span<float> router_logits) = 0;
+  // Finishes a MoE layer with the routed experts' sum moe_sum [n_tokens x hidden] (host): adds
+  // the shared expert (gated when the model has a gate) and the residual. moe_sum is read before
+  // the call returns.
+  virtual Status moe_output(size_t layer, std::span<const float> moe_sum) = 0;
+  // out [rows.size() x n_vocab] = the logits of batch tokens `rows` (indices < n_tokens, any
+  // order), written before returning. Ends the pass.
+  virtual Status logits(std::span<const int32_t> rows, std::span<float> out) = 0;
+  // Copies block src to block dst in every layer, K and V, of the mirror (src != dst, both <
+  // n_blocks). Ordered before the next pass's work.
+  virtual Status copy_block(BlockId src, BlockId dst) = 0;
+};
+
+}  // namespace tandem::runtime

@@ -1,0 +1,207 @@
+// The scalar MatmulKernels table and the run-time choice between it and the SIMD tables.
+#include "kernels/cpu/matmul_dispatch.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/vector_ops.h"
+
+namespace tandem::kernels {
+namespace detail {
+namespace {
+
+bool scalar_to_float(TensorType, const uint8_t*, size_t, float*) {
+  return false;  // dequantize() is the scalar conversion
+}
+
+void scalar_dot_rows(const float* x, size_t n_tokens, const float* w, size_t rows, size_t cols,
+                     float* y, size_t y_stride) {
+  for (size_t t = 0; t < n_tokens; ++t) {
+    for (size_t r = 0; r < rows; ++r)
+      y[t * y_stride + r] = dot_f32(x + t * cols, w + r * cols, cols);
+  }
+}
+
+bool scalar_dot_rows_direct(TensorType, const uint8_t*, size_t, const float*, size_t, size_t,
+                            size_t, float*, size_t) {
+  return false;  // the scalar path converts tiles through dequantize()
+}
+
+void scalar_q8_0_unpack(const uint8_t* src, size_t row_bytes, size_t n_rows, size_t blocks,
+                        int8_t* wq, float* wd, size_t wd_stride) {
+  for (size_t r = 0; r < n_rows; ++r) {
+    const uint8_t* block = src + r * row_bytes;
+    for (size_t b = 0; b < blocks; ++b, block += 34) {
+      wd[b * wd_stride + r] = fp16_to_fp32(load_le16(block));
+      std::memcpy(wq + (r * blocks + b) * 32, block + 2, 32);
+    }
+  }
+}
+
+// The reference: per block an exact int32 sum, then sum += float(sumi) * (d_w * d_x) in block
+// order (ggml's vec_dot_q8_0_q8_0 reference).
+void scalar_q8_0_rows(const int8_t* wq, const float* wd, size_t rows, size_t blocks,
+                      const int8_t* xq, const float* xd, float* y, size_t rows_valid) {
+  const size_t cols = blocks * 32;
+  for (size_t r = 0; r < rows_valid; ++r) {
+    const int8_t* wr = wq + r * cols;
+    float sum = 0.0f;
+    for (size_t b = 0; b < blocks; ++b) {
+      int32_t sumi = 0;
+      for (size_t j = 0; j < 32; ++j) {
+        sumi += static_cast<int32_t>(wr[b * 32 + j]) * static_cast<int32_t>(xq[b * 32 + j]);
+      }
+      sum += static_cast<float>(sumi) * (wd[b * rows + r] * xd[b]);
+    }
+    y[r] = sum;
+  }
+}
+
+void scalar_q8_0_rows_direct(const uint8_t* w, size_t row_bytes, size_t rows, size_t blocks,
+                             const int8_t* xq, const float* xd, float* y) {
+  for (size_t r = 0; r < rows; ++r) {
+    const uint8_t* block = w + r * row_bytes;
+    float sum = 0.0f;
+    for (size_t b = 0; b < blocks; ++b, block += 34) {
+      int32_t sumi = 0;
+      for (size_t j = 0; j < 32; ++j) {
+        sumi += static_cast<int32_t>(static_cast<int8_t>(block[2 + j])) *
+                static_cast<int32_t>(xq[b * 32 + j]);
+      }
+      sum += static_cast<float>(sumi) * (fp16_to_fp32(load_le16(block)) * xd[b]);
+    }
+    y[r] = sum;
+  }
+}
+
+}  // namespace
+
+const MatmulKernels& matmul_kernels_scalar() {
+  static const MatmulKernels kernels{
+      "scalar",           scalar_to_float,  scalar_dot_rows,        scalar_dot_rows_direct,
+      scalar_q8_0_unpack, scalar_q8_0_rows, scalar_q8_0_rows_direct};
+  return kernels;
+}
+
+}  // namespace detail
+
+namespace {
+
+const detail::MatmulKernels& table_of(MatmulVariant v) {
+#ifdef TANDEM_MATMUL_X86
+  switch (v) {
+    case MatmulVariant::kAvx2:
+      return detail::matmul_kernels_avx2();
+    case MatmulVariant::kAvx512:
+      return detail::matmul_kernels_avx512();
+    case MatmulVariant::kAvx512Vnni:
+      return detail::matmul_kernels_avx512_vnni();
+    case MatmulVariant::kScalar:
+      break;
+  }
+#else
+  (void)v;
+#endif
+  return detail::matmul_kernels_scalar();
+}
+
+// The best supported variant at or below v (kAvx512Vnni > kAvx512 > kAvx2 > kScalar).
+MatmulVariant fall_back(MatmulVariant v) {
+  while (!matmul_variant_supported(v)) v = static_cast<MatmulVariant>(static_cast<int>(v) - 1);
+  return v;
+}
+
+struct Active {
+  std::atomic<MatmulVariant> variant;
+  std::atomic<const detail::MatmulKernels*> table;
+  Active() {
+    const MatmulVariant v = matmul_variant_for_setting(std::getenv("TANDEM_CPU_KERNELS"));
+    variant.store(v);
+    table.store(&table_of(v));
+  }
+};
+
+Active& active() {
+  static Active a;
+  return a;
+}
+
+}  // namespace
+
+std::string_view matmul_variant_name(MatmulVariant v) {
+  switch (v) {
+    case MatmulVariant::kScalar:
+      return "scalar";
+    case MatmulVariant::kAvx2:
+      return "avx2";
+    case MatmulVariant::kAvx512:
+      return "avx512";
+    case MatmulVariant::kAvx512Vnni:
+      return "avx512-vnni";
+  }
+  return "unknown";
+}
+
+bool matmul_variant_supported(MatmulVariant v) {
+#ifdef TANDEM_MATMUL_X86
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl;
+  switch (v) {
+    case MatmulVariant::kScalar:
+      return true;
+    case MatmulVariant::kAvx2:
+      return avx2;
+    case MatmulVariant::kAvx512:
+      return avx512;
+    case MatmulVariant::kAvx512Vnni:
+      return avx512 && f.avx512_vnni;
+  }
+  return false;
+#else
+  return v == MatmulVariant::kScalar;
+#endif
+}
+
+MatmulVariant best_matmul_variant() {
+  return fall_back(MatmulVariant::kAvx512Vnni);
+}
+
+MatmulVariant matmul_variant_for_setting(const char* setting) {
+  if (setting == nullptr) return best_matmul_variant();
+  const std::string_view name(setting);
+  if (name == "scalar") return MatmulVariant::kScalar;
+  if (name == "avx2") return fall_back(MatmulVariant::kAvx2);
+  if (name == "avx512") return fall_back(MatmulVariant::kAvx512Vnni);
+  return best_matmul_variant();
+}
+
+MatmulVariant active_matmul_variant() {
+  return active().variant.load(std::memory_order_relaxed);
+}
+
+std::string_view active_matmul_variant_name() {
+  return matmul_variant_name(active_matmul_variant());
+}
+
+MatmulVariant set_matmul_variant(MatmulVariant v) {
+  const MatmulVariant chosen = fall_back(v);
+  Active& a = active();
+  a.variant.store(chosen);
+  a.table.store(&table_of(chosen));
+  return chosen;
+}
+
+namespace detail {
+
+// Used by matmul.cpp (declared there): the table of the active variant.
+const MatmulKernels& active_matmul_kernels() {
+  return *active().table.load(std::memory_order_acquire);
+}
+
+}  // namespace detail
+}  // namespace tandem::kernels

@@ -1,0 +1,42 @@
+// Run-time choice of the CPU matmul kernels (scalar reference, AVX2, AVX-512, AVX-512 VNNI).
+#pragma once
+
+#include <string_view>
+
+namespace tandem::kernels {
+
+// The instruction-set variants of matmul_rows / matmul_rows_q8_0 (matmul.h).
+//  kScalar:     the portable reference; any CPU.
+//  kAvx2:       AVX2 + FMA + F16C.
+//  kAvx512:     AVX-512 F + BW + VL (plus the AVX2 set).
+//  kAvx512Vnni: kAvx512 plus AVX-512 VNNI (vpdpbusd) in the int8 path.
+enum class MatmulVariant { kScalar, kAvx2, kAvx512, kAvx512Vnni };
+
+// "scalar", "avx2", "avx512", "avx512-vnni".
+std::string_view matmul_variant_name(MatmulVariant v);
+
+// Whether this CPU (and OS, see cpu_features()) can run v. kScalar always can.
+bool matmul_variant_supported(MatmulVariant v);
+
+// The best variant this CPU supports.
+MatmulVariant best_matmul_variant();
+
+// The variant matmul uses now. Chosen once, on first use: the best supported one, or the one the
+// environment variable TANDEM_CPU_KERNELS names ("scalar", "avx2", "avx512"; "avx512" means the
+// best AVX-512 variant). A name the CPU cannot run falls back to the best supported variant at or
+// below it (avx512 -> avx2 -> scalar); an unknown name is ignored (best variant). Thread-safe.
+MatmulVariant active_matmul_variant();
+
+// The variant a TANDEM_CPU_KERNELS value selects on this CPU (nullptr: unset), by the rules above.
+// Pure apart from reading cpu_features(); what active_matmul_variant() starts from.
+MatmulVariant matmul_variant_for_setting(const char* setting);
+
+// Name of the active variant, for the startup banner.
+std::string_view active_matmul_variant_name();
+
+// Forces a variant for tests and benchmarks, overriding TANDEM_CPU_KERNELS; an unsupported one
+// falls back as above. Returns the variant actually selected. Must not race with running matmul
+// calls (a call in flight may finish with either variant): switch between calls only.
+MatmulVariant set_matmul_variant(MatmulVariant v);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,412 @@
+// AVX2 + FMA + F16C bodies of the matmul primitives (MatmulKernels), in an anonymous namespace:
+// included only by the ISA files compiled with at least those -m flags (matmul_avx2.cpp and the
+// AVX-512 files), each of which gets its own private copy.
+#pragma once
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "matmul_x86_avx2_impl.h needs -mavx2 -mfma -mf16c"
+#endif
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/matmul_kernels.h"
+
+// Register blocking of the float dot (rows x tokens); an includer may choose other values.
+#ifndef AVX2_DOT_R
+#define AVX2_DOT_R 4
+#define AVX2_DOT_T 1
+#endif
+
+namespace tandem::kernels::detail {
+namespace {
+
+// ---- float dot products -------------------------------------------------------------------
+
+// Lane mask for _mm256_maskload_ps: the first k (0..8) lanes on.
+__m256i avx2_first_lanes(size_t k) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(k)), idx);
+}
+
+// Sum of the 8 lanes in a fixed order: halves, then pairs, then the last two.
+float avx2_reduce(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Weight loaders: 8 consecutive weights of one row (row start `row`, column i, a multiple of 8)
+// converted to float exactly as the *_to_float conversions below convert them; the tail form
+// loads the k < 8 weights left and gives 0 in the other lanes.
+struct Avx2F32 {
+  static __m256 load(const uint8_t* row, size_t i) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+  static __m256 load_tail(const uint8_t* row, size_t i, size_t k) {
+    return _mm256_maskload_ps(reinterpret_cast<const float*>(row) + i, avx2_first_lanes(k));
+  }
+};
+
+// The first k (< 8) halves at p, zero-extended to 8.
+__m128i avx2_load_halves(const uint8_t* p, size_t k) {
+  uint16_t h[8] = {};
+  std::memcpy(h, p, 2 * k);
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));
+}
+
+struct Avx2F16 {
+  static __m256 load(const uint8_t* row, size_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  }
+  static __m256 load_tail(const uint8_t* row, size_t i, size_t k) {
+    return _mm256_cvtph_ps(avx2_load_halves(row + 2 * i, k));
+  }
+};
+
+struct Avx2Bf16 {
+  static __m256 widen(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static __m256 load(const uint8_t* row, size_t i) {
+    return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  }
+  static __m256 load_tail(const uint8_t* row, size_t i, size_t k) {
+    return widen(avx2_load_halves(row + 2 * i, k));
+  }
+};
+
+struct Avx2Q8_0 {
+  static __m256 load(const uint8_t* row, size_t i) {
+    const uint8_t* block = row + (i / 32) * 34;
+    uint16_t dh;
+    std::memcpy(&dh, block, 2);
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + i % 32));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
+                         _mm256_set1_ps(_cvtsh_ss(dh)));
+  }
+  static __m256 load_tail(const uint8_t*, size_t, size_t) {
+    return _mm256_setzero_ps();  // unused: Q8_0 rows are whole 32-blocks
+  }
+};
+
+// R rows x T tokens at once, sharing the loads of x and w; rows are row_bytes apart. Per
+// (row, token): two 8-lane FMA chains over 16-float steps, one more 8-float step into the first, a
+// masked tail into the second, then (a0 + a1) reduced. The operations applied to one element
+// depend neither on R and T nor on the weight loader (the loaders produce the same floats), so
+// every blocking, and float tiles versus rows read in place, agree bit for bit.
+template <int R, int T, class W>
+void avx2_dot(const float* x, const uint8_t* w, size_t row_bytes, size_t cols, float* y,
+              size_t y_stride) {
+  __m256 a0[T][R], a1[T][R];
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) a0[t][r] = a1[t][r] = _mm256_setzero_ps();
+  }
+  size_t i = 0;
+  for (; i + 16 <= cols; i += 16) {
+    for (int r = 0; r < R; ++r) {
+      const __m256 w0 = W::load(w + r * row_bytes, i);
+      const __m256 w1 = W::load(w + r * row_bytes, i + 8);
+      for (int t = 0; t < T; ++t) {
+        a0[t][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * cols + i), w0, a0[t][r]);
+        a1[t][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * cols + i + 8), w1, a1[t][r]);
+      }
+    }
+  }
+  if (i + 8 <= cols) {
+    for (int r = 0; r < R; ++r) {
+      const __m256 w0 = W::load(w + r * row_bytes, i);
+      for (int t = 0; t < T; ++t) {
+        a0[t][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * cols + i), w0, a0[t][r]);
+      }
+    }
+    i += 8;
+  }
+  if (i < cols) {
+    const __m256i m = avx2_first_lanes(cols - i);
+    for (int r = 0; r < R; ++r) {
+      const __m256 w0 = W::load_tail(w + r * row_bytes, i, cols - i);
+      for (int t = 0; t < T; ++t) {
+        a1[t][r] = _mm256_fmadd_ps(_mm256_maskload_ps(x + t * cols + i, m), w0, a1[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) {
+      y[t * y_stride + r] = avx2_reduce(_mm256_add_ps(a0[t][r], a1[t][r]));
+    }
+  }
+}
+
+// Blocks of R rows x T tokens, then the leftover rows and tokens in smaller blocks (the same
+// per-element arithmetic).
+template <int R, int T, class W>
+void avx2_dot_blocked(const float* x, size_t n_tokens, const uint8_t* w, size_t row_bytes,
+                      size_t rows, size_t cols, float* y, size_t y_stride) {
+  size_t t = 0;
+  for (; t + T <= n_tokens; t += T) {
+    size_t r = 0;
+    for (; r + R <= rows; r += R) {
+      avx2_dot<R, T, W>(x + t * cols, w + r * row_bytes, row_bytes, cols, y + t * y_stride + r,
+                        y_stride);
+    }
+    for (; r < rows; ++r) {
+      avx2_dot<1, T, W>(x + t * cols, w + r * row_bytes, row_bytes, cols, y + t * y_stride + r,
+                        y_stride);
+    }
+  }
+  for (; t < n_tokens; ++t) {
+    size_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      avx2_dot<4, 1, W>(x + t * cols, w + r * row_bytes, row_bytes, cols, y + t * y_stride + r,
+                        y_stride);
+    }
+    for (; r < rows; ++r) {
+      avx2_dot<1, 1, W>(x + t * cols, w + r * row_bytes, row_bytes, cols, y + t * y_stride + r,
+                        y_stride);
+    }
+  }
+}
+
+[[maybe_unused]] void avx2_dot_rows(const float* x, size_t n_tokens, const float* w, size_t rows,
+                                    size_t cols, float* y, size_t y_stride) {
+  avx2_dot_blocked<AVX2_DOT_R, AVX2_DOT_T, Avx2F32>(x, n_tokens,
+                                                    reinterpret_cast<const uint8_t*>(w),
+                                                    cols * sizeof(float), rows, cols, y, y_stride);
+}
+
+[[maybe_unused]] bool avx2_dot_rows_direct(TensorType type, const uint8_t* w, size_t row_bytes,
+                                           const float* x, size_t n_tokens, size_t rows,
+                                           size_t cols, float* y, size_t y_stride) {
+  switch (type) {
+    case TensorType::kF16:
+      avx2_dot_blocked<AVX2_DOT_R, AVX2_DOT_T, Avx2F16>(x, n_tokens, w, row_bytes, rows, cols, y,
+                                                        y_stride);
+      return true;
+    case TensorType::kBF16:
+      avx2_dot_blocked<AVX2_DOT_R, AVX2_DOT_T, Avx2Bf16>(x, n_tokens, w, row_bytes, rows, cols, y,
+                                                         y_stride);
+      return true;
+    case TensorType::kQ8_0:
+      avx2_dot_blocked<AVX2_DOT_R, AVX2_DOT_T, Avx2Q8_0>(x, n_tokens, w, row_bytes, rows, cols, y,
+                                                         y_stride);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ---- conversions to float -----------------------------------------------------------------
+
+void avx2_f16_to_float(const uint8_t* src, size_t n, float* dst) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  if (i < n) {
+    uint16_t h[8] = {};
+    float f[8];
+    std::memcpy(h, src + 2 * i, 2 * (n - i));
+    _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
+    std::memcpy(dst + i, f, sizeof(float) * (n - i));
+  }
+}
+
+void avx2_bf16_to_float(const uint8_t* src, size_t n, float* dst) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    const __m256i f = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(f));
+  }
+  if (i < n) {
+    uint16_t h[8] = {};
+    float f[8];
+    std::memcpy(h, src + 2 * i, 2 * (n - i));
+    const __m128i hv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));
+    _mm256_storeu_ps(f, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(hv), 16)));
+    std::memcpy(dst + i, f, sizeof(float) * (n - i));
+  }
+}
+
+// Q8_0 block: fp16 scale d, 32 int8 quants; element = float(q) * d (one rounding, as the scalar).
+void avx2_q8_0_to_float(const uint8_t* src, size_t n, float* dst) {
+  for (size_t b = 0; b < n / 32; ++b, src += 34, dst += 32) {
+    uint16_t dh;
+    std::memcpy(&dh, src, 2);
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
+    for (size_t k = 0; k < 4; ++k) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 2 + 8 * k));
+      _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
+    }
+  }
+}
+
+bool avx2_to_float(TensorType type, const uint8_t* src, size_t n, float* dst) {
+  switch (type) {
+    case TensorType::kF32:
+      if (n != 0) std::memcpy(dst, src, n * sizeof(float));
+      return true;
+    case TensorType::kF16:
+      avx2_f16_to_float(src, n, dst);
+      return true;
+    case TensorType::kBF16:
+      avx2_bf16_to_float(src, n, dst);
+      return true;
+    case TensorType::kQ8_0:
+      avx2_q8_0_to_float(src, n, dst);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ---- Q8_0 x Q8_0 ----
+
+void avx2_q8_0_unpack(const uint8_t* src, size_t row_bytes, size_t n_rows, size_t blocks,
+                      int8_t* wq, float* wd, size_t wd_stride) {
+  for (size_t r = 0; r < n_rows; ++r) {
+    const uint8_t* block = src + r * row_bytes;
+    int8_t* q = wq + r * blocks * 32;
+    for (size_t b = 0; b < blocks; ++b, block += 34, q += 32) {
+      uint16_t dh;
+      std::memcpy(&dh, block, 2);
+      wd[b * wd_stride + r] = _cvtsh_ss(dh);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2)));
+    }
+  }
+}
+
+// ---- Q8_0 x Q8_0 (rows)
+// --------------------------------------------------------------------------
+
+// Exact int32 lanes of one 32-element block product (8 partial sums). |w| as unsigned bytes times
+// x with w's sign: the pair sums of maddubs are at most 2 * 128 * 127 < 2^15 (activations never
+// hold -128), so nothing saturates.
+__m256i q8_block_products(__m256i w, __m256i x) {
+  const __m256i aw = _mm256_sign_epi8(w, w);
+  const __m256i sx = _mm256_sign_epi8(x, w);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
+#endif
+}
+
+// Lane r of the result is the sum of the 8 lanes of p[r] (integer adds: exact in any order).
+__m256i q8_transpose_sum(const __m256i p[8]) {
+  const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
+  const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
+  const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
+  const __m256i h0123 = _mm256_hadd_epi32(h01, h23);  // rows 0-3: low halves | high halves
+  const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+// Eight rows, lane r = row r: per block, the exact block sums of the 8 rows become one vector;
+// term = float(sum) * (wd * xd) and acc += term, lane-wise in block order, which is the scalar
+// reference's arithmetic for each row (the file is built with -ffp-contract=off: no fused ops).
+void q8_0_rows8(const int8_t* wq, const float* wd, size_t rows, size_t blocks, const int8_t* xq,
+                const float* xd, float* y) {
+  const size_t cols = blocks * 32;
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < blocks; ++b) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
+    __m256i p[8];
+    for (int r = 0; r < 8; ++r) {
+      const __m256i w =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + r * cols + b * 32));
+      p[r] = q8_block_products(w, x);
+    }
+    const __m256 sums = _mm256_cvtepi32_ps(q8_transpose_sum(p));
+    const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(wd + b * rows), _mm256_set1_ps(xd[b]));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(sums, scale));
+  }
+  _mm256_storeu_ps(y, acc);
+}
+
+void avx2_q8_0_rows(const int8_t* wq, const float* wd, size_t rows, size_t blocks, const int8_t* xq,
+                    const float* xd, float* y, size_t rows_valid) {
+  const size_t cols = blocks * 32;
+  for (size_t r = 0; r < rows; r += 8) {
+    if (r + 8 <= rows_valid) {
+      q8_0_rows8(wq + r * cols, wd + r, rows, blocks, xq, xd, y + r);
+    } else if (r < rows_valid) {
+      float tail[8];
+      q8_0_rows8(wq + r * cols, wd + r, rows, blocks, xq, xd, tail);
+      std::memcpy(y + r, tail, sizeof(float) * (rows_valid - r));
+    }
+  }
+}
+
+// The 16-bit little-endian value at p (any alignment).
+int avx2_load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// q8_0_rows8 reading the Q8_0 rows in place: rows start at row0 + offsets[i] (bytes); the eight
+// scales of a block are collected and converted with vcvtph2ps (exact, as the unpacked ones).
+void q8_0_rows8_direct(const uint8_t* row0, __m256i offsets, size_t blocks, const int8_t* xq,
+                       const float* xd, float* y) {
+  alignas(32) int32_t off[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(off), offsets);
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* base = row0 + b * 34;
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
+    __m256i p[8];
+    for (int r = 0; r < 8; ++r) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + off[r] + 2));
+      p[r] = q8_block_products(w, x);
+    }
+    // The eight scales, inserted into one register (no store-to-load round trip).
+    __m128i h = _mm_setzero_si128();
+    h = _mm_insert_epi16(h, avx2_load_u16(base + off[0]), 0);
+    h = _mm_insert_epi16(h, avx2_load_u16(base + off[1]), 1);
+    h = _mm_insert_epi16(h, avx2_load_u16(base + off[2]), 2);
+    h = _mm_insert_epi16(h, avx2_load_u16(base + off[3]), 3);
+    h = _mm_insert_epi16(h, avx2_load_u16(base + off[4]), 4);
+    h = _mm_insert_epi16(h, avx2_load_u16(base + off[5]), 5);
+    h = _mm_insert_epi16(h, avx2_load_u16(base + off[6]), 6);
+    h = _mm_insert_epi16(h, avx2_load_u16(base + off[7]), 7);
+    const __m256 wd = _mm256_cvtph_ps(h);
+    const __m256 sums = _mm256_cvtepi32_ps(q8_transpose_sum(p));
+    const __m256 scale = _mm256_mul_ps(wd, _mm256_set1_ps(xd[b]));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(sums, scale));
+  }
+  _mm256_storeu_ps(y, acc);
+}
+
+void avx2_q8_0_rows_direct(const uint8_t* w, size_t row_bytes, size_t rows, size_t blocks,
+                           const int8_t* xq, const float* xd, float* y) {
+  for (size_t r = 0; r < rows; r += 8) {
+    // Past the last row, repeat it (its results are dropped). Eight rows span far less than
+    // 2 GiB, so the byte offsets fit int32.
+    int32_t off[8];
+    for (size_t i = 0; i < 8; ++i) {
+      off[i] = static_cast<int32_t>(((r + i < rows ? r + i : rows - 1) - r) * row_bytes);
+    }
+    const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off));
+    const uint8_t* row0 = w + r * row_bytes;
+    if (r + 8 <= rows) {
+      q8_0_rows8_direct(row0, offsets, blocks, xq, xd, y + r);
+    } else {
+      float tail[8];
+      q8_0_rows8_direct(row0, offsets, blocks, xq, xd, tail);
+      std::memcpy(y + r, tail, sizeof(float) * (rows - r));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels::detail

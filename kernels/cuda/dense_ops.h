@@ -1,0 +1,120 @@
+// Dense forward-pass kernels on a CUDA device: matmul, RMSNorm, RoPE, element-wise ops, the paged
+// KV write and causal GQA attention over a paged KV pool (the non-expert parts of a layer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/base/status.h"
+#include "kernels/tensor_type.h"
+
+namespace tandem::kernels::cuda {
+
+// Conventions of every function below:
+// - Pointers are DEVICE pointers owned by the caller; they must stay valid until the stream has
+//   run the work. `stream` is a cudaStream_t passed as void* (null = the default stream).
+// - Functions only enqueue (asynchronous). They return INVALID_ARGUMENT for sizes the kernels do
+//   not take (zero dimensions, null pointers, unsupported types, a Q8_0 row that is not a whole
+//   number of 32-element blocks) and INTERNAL naming the CUDA error when a launch is refused;
+//   faults inside a kernel surface at the caller's next synchronisation.
+// - Arithmetic is float; results match the CPU references of kernels/cpu to float rounding (sums
+//   are reduced in a different order), not bit for bit.
+// - Any host thread that owns the stream may call them.
+
+// A weight matrix in device memory, in the row layout of kernels::WeightMatrix: row r at
+// data + r * tensor_type_bytes(type, cols), rows x cols.
+struct DeviceMatrix {
+  TensorType type = TensorType::kF32;
+  const void* data = nullptr;
+  size_t rows = 0;
+  size_t cols = 0;
+};
+
+// Whether matmul_enqueue takes weights of `type`: F32, F16, BF16, Q8_0 (dequantized in-kernel).
+bool dense_matmul_supports(TensorType type);
+
+// y[t * w.rows + r] = sum_c x[t * w.cols + c] * W[r][c] for t < n_tokens (float accumulation).
+// x [n_tokens x cols], y [n_tokens x rows]; y must not overlap x. Efficient for one token (decode,
+// one warp-parallel dot product per output) as well as for many (tiled).
+Status matmul_enqueue(const DeviceMatrix& w, const float* x, size_t n_tokens, float* y,
+                      void* stream);
+
+// For each of n_rows rows of dim floats: out = x * (1 / sqrt(mean(x^2) + eps)) * weight[dim]
+// (kernels::rms_norm). x == out allowed (in place). Per-head norm: n_rows = n_tokens * n_heads and
+// dim = head_dim (the rows of a [tokens x heads x head_dim] tensor are its heads).
+Status rms_norm_enqueue(const float* x, const float* weight, float eps, size_t n_rows, size_t dim,
+                        float* out, void* stream);
+
+// y[t * dim + i] += bias[i] for t < n_rows, i < dim (Qwen2-MoE's q/k/v biases).
+Status add_row_enqueue(float* y, const float* bias, size_t n_rows, size_t dim, void* stream);
+
+// out[i] = a[i] + b[i] for i < n; out may be a or b.
+Status add_enqueue(const float* a, const float* b, size_t n, float* out, void* stream);
+
+// out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i]; out may be gate or up.
+Status silu_mul_enqueue(const float* gate, const float* up, size_t n, float* out, void* stream);
+
+// rows[t * dim + i] *= 1 / (1 + exp(-logit[t])) for t < n_rows (Qwen2-MoE's shared-expert gate).
+Status scale_rows_by_sigmoid_enqueue(float* rows, const float* logit, size_t n_rows, size_t dim,
+                                     void* stream);
+
+// RoPE in place, as kernels::rope: x [n_tokens x n_heads x head_dim], positions [n_tokens].
+// neox: pairs (i, i + rot_dims / 2); otherwise (2i, 2i + 1). inv_freq_i = freq_base^(-2i /
+// rot_dims) (computed in double, rounded to float), theta = float(pos) * inv_freq_i, then cos and
+// sin of theta. rot_dims even, 0 < rot_dims <= head_dim; dims past rot_dims pass unchanged.
+struct DeviceRope {
+  bool neox = true;
+  size_t head_dim = 0;
+  size_t rot_dims = 0;
+  float freq_base = 10000.0f;
+};
+Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* positions,
+                    const DeviceRope& rope, void* stream);
+
+// One layer of a paged KV pool in device memory, laid out as runtime::KvPool lays out host memory:
+// block b's K rows start at keys + b * block_rows * kv_dim (values likewise); row j of a block is
+// position (its table index) * block_rows + j of the owning sequence; kv_dim = n_kv_heads *
+// head_dim floats per row.
+struct DeviceKvLayer {
+  float* keys = nullptr;
+  float* values = nullptr;
+  size_t block_rows = 0;
+  size_t n_blocks = 0;
+  size_t kv_dim = 0;
+};
+
+// Writes K/V rows of n_tokens new tokens into the pool: token t goes to pool row slots[t] = block
+// id * block_rows + row within the block (computed by the caller from the token's sequence block
+// table and position; slots [n_tokens] device int32, each < n_blocks * block_rows).
+// k, v: [n_tokens x kv_dim].
+Status kv_write_enqueue(const DeviceKvLayer& layer, const float* k, const float* v,
+                        const int32_t* slots, size_t n_tokens, void* stream);
+
+// The query tokens of a batch of sequences. Token t belongs to sequence token_seq[t] and sits at
+// position token_pos[t] of it; it attends (causally) to that sequence's positions 0 ..
+// token_pos[t], read through the sequence's block table: tables[table_begin[s] + p / block_rows]
+// holds the block id of position p. All arrays are device int32.
+struct DeviceAttentionBatch {
+  size_t n_tokens = 0;
+  const int32_t* token_seq = nullptr;    // [n_tokens]
+  const int32_t* token_pos = nullptr;    // [n_tokens]
+  const int32_t* table_begin = nullptr;  // [n_seqs]
+  const int32_t* tables = nullptr;       // all sequences' block tables, back to back
+};
+
+struct DeviceAttentionShape {
+  size_t n_heads = 0;     // query heads
+  size_t n_kv_heads = 0;  // n_heads % n_kv_heads == 0; query head h reads kv head h / (n_heads /
+                          // n_kv_heads)
+  size_t head_dim = 0;    // at most 256
+  float scale = 0.0f;     // score scale (1 / sqrt(head_dim))
+};
+
+// out[t][h] = sum_p softmax_p(scale * q[t][h] . k_p) v_p over positions p = 0 .. token_pos[t] of
+// token t's sequence (kernels::attention_heads). q, out: [n_tokens x n_heads x head_dim]; out must
+// not overlap q. The K/V rows of every attended position must have been written (kv_write_enqueue
+// of this layer for the batch's own new tokens comes first on the same stream).
+Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAttentionBatch& batch,
+                         const DeviceAttentionShape& shape, float* out, void* stream);
+
+}  // namespace tandem::kernels::cuda

@@ -1,0 +1,70 @@
+// tandemd's GPU side at start: which device, what the GPU holds (the placement's experts; the
+// dense parts and the KV cache per runtime.dense_device), whether that fits, and the objects that
+// run there, attached to the runner before the scheduler starts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "engine/base/result.h"
+#include "engine/experts/expert_worker.h"
+#include "engine/model/checkpoint.h"
+#include "engine/placement/gpu_memory_plan.h"
+#include "engine/placement/placement_startup.h"
+#include "engine/runtime/scheduler.h"
+
+namespace tandem::server {
+
+// The devices as seen once at start, before the placement is planned.
+struct GpuProbe {
+  bool cuda_built = false;  // this tandemd was built with CUDA
+  int n_devices = 0;        // visible devices (0 without a build, driver or device)
+  int device = 0;           // runtime.cuda_device
+  std::string label;        // "device 0 (NVIDIA H200)"; "" when none is used
+  uint64_t free_bytes = 0;  // free memory of `device` at the probe
+  bool dense_on_gpu = false;
+
+  bool has_device() const { return device < n_devices; }
+};
+
+// Lists the devices and decides where the dense parts run (runtime.dense_device):
+//  auto: on the GPU when the build has CUDA and runtime.cuda_device exists, else on the CPU;
+//  gpu:  FAILED_PRECONDITION naming the reason when there is no such device;
+//  cpu:  on the CPU.
+// A runtime.cuda_device beyond the visible devices is INVALID_ARGUMENT when devices exist (a
+// typo should not silently run everything on the CPU). Logs what it found. Main thread.
+Result<GpuProbe> probe_gpu(const config::Config& config);
+
+// What the device offers tandemd: probe.free_bytes less default headroom, capped by
+// placement.gpu_memory_budget.
+placement::GpuOffer gpu_offer(const config::Config& config, const GpuProbe& probe);
+
+// Device bytes besides expert weights for this model and configuration: the dense executor's
+// weights, KV pool and scratch when probe.dense_on_gpu, and the expert worker's scratch at
+// runtime.max_batch_tokens when with_experts. Pure apart from reading sizes of the checkpoint.
+Result<placement::GpuMemoryDemand> gpu_fixed_demand(const config::Config& config,
+                                                    const model::Checkpoint& checkpoint,
+                                                    const GpuProbe& probe, bool with_experts);
+
+// What runs on the GPU while serving. Owned by ServingEngine, destroyed after the scheduler (the
+// runner keeps raw pointers to the worker).
+struct GpuServing {
+  std::unique_ptr<experts::ExpertWorker> experts;  // the CUDA expert worker; null without experts
+  placement::GpuMemoryDemand allocated;            // what was allocated, by kind
+  std::string device_label;
+  bool dense_on_gpu = false;
+};
+
+// Checks the memory plan (RESOURCE_EXHAUSTED naming how many GPU experts would fit, before any
+// allocation), then creates the CUDA expert worker for the placement's GPU experts (worker 1 of
+// the runner's expert map, scratch reserved for runtime.max_batch_tokens) and, when
+// probe.dense_on_gpu, the CUDA dense executor over the scheduler's KV pool. Nothing to do (an
+// empty GpuServing) without GPU experts and with dense parts on the CPU. Call after the scheduler
+// is created and before it starts. In a build without CUDA a GPU demand is FAILED_PRECONDITION.
+Result<GpuServing> attach_gpu(const config::Config& config, const model::Checkpoint& checkpoint,
+                              const placement::StartupPlacement& planned, const GpuProbe& probe,
+                              runtime::Scheduler& scheduler);
+
+}  // namespace tandem::server

@@ -1,0 +1,441 @@
+// ModelRunner with a DenseExecutor (the host test double of tests/runtime/host_dense_executor.h)
+// against the plain CPU path: bit-identical logits and routing over batched prefill, decode,
+// rewinds and copy-on-write forks, and the errors of the executor path.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/dense_device_plan.h"
+#include "engine/runtime/paged_kv_cache.h"
+#include "engine/runtime/scheduler.h"
+#include "tests/runtime/host_dense_executor.h"
+#include "tests/runtime/paged_pool.h"
+#include "tests/runtime/runtime_fixture.h"
+
+namespace tandem::runtime::testing {
+namespace {
+
+// Installs a HostDenseExecutor on `runner` mirroring p.pool; returns it (owned by the runner).
+HostDenseExecutor* install(ModelRunner& runner, PagedPool& p, bool q8_0, size_t max_tokens = 512) {
+  auto exec = std::make_unique<HostDenseExecutor>(
+      runner.spec(), runner.prepared_weights(), *p.pool,
+      q8_0 ? kernels::MatmulActivations::kQ8_0 : kernels::MatmulActivations::kFloat, max_tokens);
+  HostDenseExecutor* raw = exec.get();
+  REQUIRE(runner.set_dense_executor(std::move(exec)).ok());
+  return raw;
+}
+
+// Runs the same step on both runners (recording routing) and requires bit-identical outputs.
+ForwardOutput run_both(ModelRunner& cpu, std::vector<SequenceInput> cpu_batch, ModelRunner& dev,
+                       std::vector<SequenceInput> dev_batch) {
+  ForwardOutput a, b;
+  const ForwardOptions options{.record_routing = true};
+  const Status sa = cpu.forward(cpu_batch, a, options);
+  const Status sb = dev.forward(dev_batch, b, options);
+  INFO(sa.to_string() << " / " << sb.to_string());
+  REQUIRE(sa.ok());
+  REQUIRE(sb.ok());
+  REQUIRE(a.n_rows == b.n_rows);
+  REQUIRE(a.first_row == b.first_row);
+  REQUIRE(!a.logits.empty());
+  CHECK(a.logits == b.logits);  // bit for bit
+  REQUIRE(a.routing.size() == b.routing.size());
+  for (size_t l = 0; l < a.routing.size(); ++l) {
+    INFO("layer " << l);
+    CHECK(a.routing[l].n_tokens == b.routing[l].n_tokens);
+    CHECK(a.routing[l].experts == b.routing[l].experts);
+    CHECK(a.routing[l].weights == b.routing[l].weights);
+  }
+  for (size_t s = 0; s < dev_batch.size(); ++s) {
+    CHECK(dev_batch[s].cache->length() == cpu_batch[s].cache->length());
+  }
+  return b;
+}
+
+std::vector<std::vector<int32_t>> tiny_prompts(const std::string& ref_json) {
+  std::vector<std::vector<int32_t>> prompts;
+  const auto ref = read_json(tiny_moe_dir() + ref_json);
+  for (const auto& pr : ref["prompts"]) {
+    prompts.push_back(pr["tokens"].get<std::vector<int32_t>>());
+  }
+  return prompts;
+}
+
+std::vector<std::vector<int32_t>> hf_prompts(const std::string& arch) {
+  std::vector<std::vector<int32_t>> prompts;
+  const auto ref = read_json(hf_dir(arch) + "reference.json");
+  for (const auto& p : ref["prompts"]) {
+    prompts.push_back(p["prompt"].get<std::vector<int32_t>>());
+  }
+  return prompts;
+}
+
+// Three sequences in one batch: a chunked prefill, a whole prefill with every row's logits and
+// one with the last row's; then mixed prefill + decode, greedy decode steps and a rewind, on
+// caches whose block ids are not 0, 1, 2, ... (a neighbour holds the first block).
+void check_bit_identical(const std::string& path, const std::vector<std::vector<int32_t>>& prompts,
+                         size_t bt, bool q8_0) {
+  REQUIRE(prompts.size() >= 3);
+  auto cpu = load_model(path, 2, q8_0);
+  auto dev = load_model(path, 3, q8_0);
+  PagedPool p = make_pool(*dev->runner, bt, 600 / bt + 16);
+  install(*dev->runner, p, q8_0);
+  PagedKvCache neighbour(*p.pool, *p.allocator, 100, 64);
+  REQUIRE(neighbour.prepare_write(0, 1).ok());
+
+  std::vector<std::unique_ptr<KvCache>> cc;
+  std::vector<std::unique_ptr<PagedKvCache>> dc;
+  for (size_t s = 0; s < 3; ++s) {
+    cc.push_back(cpu->runner->new_kv_cache(256));
+    dc.push_back(std::make_unique<PagedKvCache>(*p.pool, *p.allocator, s + 1, 256));
+  }
+  std::vector<std::vector<int32_t>> seen(3);  // every token each sequence was fed
+  auto batch = [&](std::vector<std::pair<size_t, std::vector<int32_t>>>& parts, size_t rewind,
+                   LogitsWanted w0, bool dev_side) {
+    std::vector<SequenceInput> b;
+    for (auto& [s, toks] : parts) {
+      KvCache* c = dev_side ? static_cast<KvCache*>(dc[s].get()) : cc[s].get();
+      const size_t start = c->length() - (s == 1 ? rewind : 0);
+      b.push_back(
+          {c, toks, start, s == 0 ? w0 : (s == 1 ? LogitsWanted::kAll : LogitsWanted::kLast)});
+    }
+    return b;
+  };
+  auto step = [&](std::vector<std::pair<size_t, std::vector<int32_t>>> parts, size_t rewind,
+                  LogitsWanted w0) {
+    ForwardOutput out = run_both(*cpu->runner, batch(parts, rewind, w0, false), *dev->runner,
+                                 batch(parts, rewind, w0, true));
+    for (size_t i = 0; i < parts.size(); ++i) {
+      auto& [s, toks] = parts[i];
+      if (s == 1) seen[s].resize(seen[s].size() - rewind);
+      seen[s].insert(seen[s].end(), toks.begin(), toks.end());
+    }
+    return out;
+  };
+
+  const size_t half = prompts[0].size() / 2;
+  INFO(path << ", block tokens " << bt << (q8_0 ? ", q8_0 activations" : ""));
+  ForwardOutput out =
+      step({{0, std::vector<int32_t>(prompts[0].begin(), prompts[0].begin() + half)},
+            {1, prompts[1]},
+            {2, prompts[2]}},
+           0, LogitsWanted::kAll);
+  // Prefill's second chunk next to two decode steps.
+  std::vector<int32_t> next(3);
+  next[1] = argmax(out.row(1, out.n_rows[1] - 1));
+  next[2] = argmax(out.row(2, 0));
+  out = step({{0, std::vector<int32_t>(prompts[0].begin() + half, prompts[0].end())},
+              {1, {next[1]}},
+              {2, {next[2]}}},
+             0, LogitsWanted::kLast);
+  for (int i = 0; i < 5; ++i) {
+    INFO("decode step " << i);
+    for (size_t s = 0; s < 3; ++s) {
+      // No logits for sequence 0 in step 2: it is fed its last token again.
+      next[s] = out.n_rows[s] > 0 ? argmax(out.row(s, out.n_rows[s] - 1)) : seen[s].back();
+    }
+    out = step({{0, {next[0]}}, {1, {next[1]}}, {2, {next[2]}}}, 0,
+               i == 2 ? LogitsWanted::kNone : LogitsWanted::kLast);
+  }
+  // Sequence 1 rewinds two positions and rewrites them (other tokens than before).
+  const std::vector<int32_t> redo{seen[1][seen[1].size() - 2], 7};
+  out = step({{1, redo}, {2, {next[2]}}}, 2, LogitsWanted::kLast);
+  CHECK(dc[1]->length() == seen[1].size());
+  CHECK(p.allocator->check_invariants().ok());
+}
+
+TEST_CASE("a dense executor gives the CPU path's logits and routing bit for bit (tiny-moe)",
+          "[runtime][dense_executor]") {
+  for (size_t bt : {size_t{1}, size_t{3}, size_t{16}}) {
+    check_bit_identical(tiny_moe_dir() + "tiny-moe-f32.gguf", tiny_prompts("ref-f32.json"), bt,
+                        true);
+  }
+  // Q8_0 weights meet Q8_0 activations in both paths, and float activations in both.
+  check_bit_identical(tiny_moe_dir() + "tiny-moe-q8_0.gguf", tiny_prompts("ref-q8_0.json"), 3,
+                      true);
+  check_bit_identical(tiny_moe_dir() + "tiny-moe-q8_0.gguf", tiny_prompts("ref-q8_0.json"), 16,
+                      false);
+}
+
+TEST_CASE("a dense executor is bit-identical on the HF models (shared expert, biases, norms)",
+          "[runtime][dense_executor]") {
+  // Qwen2-MoE: gated shared expert and q/k/v biases; OLMoE: whole-projection Q/K norm; Mixtral:
+  // no Q/K norm.
+  for (const char* arch : {"qwen2_moe", "olmoe", "mixtral_sharded", "qwen3_moe_bf16"}) {
+    check_bit_identical(hf_dir(arch), hf_prompts(arch), 3, true);
+  }
+}
+
+TEST_CASE("copy-on-write of a forked sequence's shared block reaches the executor's mirror",
+          "[runtime][dense_executor]") {
+  const std::string path = tiny_moe_dir() + "tiny-moe-f32.gguf";
+  const auto prompt = tiny_prompts("ref-f32.json")[0];
+  REQUIRE(prompt.size() % 3 != 0);  // the last block is partial, so the fork shares it
+  auto cpu = load_model(path);
+  auto dev = load_model(path);
+  PagedPool pc = make_pool(*cpu->runner, 3, 200);
+  PagedPool pd = make_pool(*dev->runner, 3, 200);
+  HostDenseExecutor* exec = install(*dev->runner, pd, true);
+  PagedKvCache cparent(*pc.pool, *pc.allocator, 1, 256);
+  PagedKvCache dparent(*pd.pool, *pd.allocator, 1, 256);
+  run_both(*cpu->runner, {{&cparent, prompt, 0, LogitsWanted::kLast}}, *dev->runner,
+           {{&dparent, prompt, 0, LogitsWanted::kLast}});
+  REQUIRE(pc.allocator->fork(1, 2).ok());
+  REQUIRE(pd.allocator->fork(1, 2).ok());
+  PagedKvCache cchild(*pc.pool, *pc.allocator, 2, 256);
+  PagedKvCache dchild(*pd.pool, *pd.allocator, 2, 256);
+  cchild.set_length(prompt.size());
+  dchild.set_length(prompt.size());
+  // Both append a different token: each writes into the shared partial block, so the allocator
+  // hands each a private copy first (through the hook on the executor's side).
+  const std::vector<int32_t> a{5}, b{9};
+  for (int i = 0; i < 3; ++i) {
+    INFO("step " << i);
+    run_both(*cpu->runner,
+             {{&cparent, a, cparent.length(), LogitsWanted::kLast},
+              {&cchild, b, cchild.length(), LogitsWanted::kLast}},
+             *dev->runner,
+             {{&dparent, a, dparent.length(), LogitsWanted::kLast},
+              {&dchild, b, dchild.length(), LogitsWanted::kLast}});
+  }
+  CHECK(exec->copies >= 1);
+  CHECK(pd.allocator->check_invariants().ok());
+}
+
+TEST_CASE("MoE timings keep counting with a dense executor", "[runtime][dense_executor]") {
+  auto dev = load_model(tiny_moe_dir() + "tiny-moe-f32.gguf");
+  PagedPool p = make_pool(*dev->runner, 16, 32);
+  install(*dev->runner, p, true);
+  experts::MoeLayerTimings timings;
+  dev->runner->set_moe_timings(&timings);
+  PagedKvCache cache(*p.pool, *p.allocator, 1, 256);
+  const std::vector<int32_t> ids{1, 2, 3, 4};
+  SequenceInput seq{&cache, ids, 0, LogitsWanted::kLast};
+  ForwardOutput out;
+  REQUIRE(dev->runner->forward({&seq, 1}, out).ok());
+  REQUIRE(timings.layers.size() == dev->runner->spec().n_layers);
+  for (const auto& layer : timings.layers) {
+    CHECK(layer.calls == 1);
+    CHECK(layer.tokens == ids.size());
+  }
+}
+
+TEST_CASE("the executor path rejects caches it cannot address and reports its errors",
+          "[runtime][dense_executor]") {
+  const std::string path = tiny_moe_dir() + "tiny-moe-f32.gguf";
+  auto cpu = load_model(path);
+  auto dev = load_model(path);
+  PagedPool p = make_pool(*dev->runner, 3, 100);
+  HostDenseExecutor* exec = install(*dev->runner, p, true, 8);
+  const std::vector<int32_t> ids{1, 2, 3, 4, 5};
+  ForwardOutput out;
+
+  SECTION("a dense (contiguous) cache names its sequence") {
+    PagedKvCache paged(*p.pool, *p.allocator, 1, 64);
+    auto dense = dev->runner->new_kv_cache();
+    std::vector<SequenceInput> batch{{&paged, ids, 0, LogitsWanted::kLast},
+                                     {dense.get(), ids, 0, LogitsWanted::kLast}};
+    const Status s = dev->runner->forward(batch, out);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK(s.message().find("sequence 1") != std::string::npos);
+    CHECK(paged.length() == 0);
+    CHECK(p.allocator->free_blocks() == p.allocator->total_blocks());  // nothing taken
+  }
+  SECTION("a paged cache of another pool") {
+    PagedPool other = make_pool(*dev->runner, 3, 100);
+    PagedKvCache paged(*other.pool, *other.allocator, 1, 64);
+    SequenceInput seq{&paged, ids, 0, LogitsWanted::kLast};
+    CHECK(dev->runner->forward({&seq, 1}, out).code() == StatusCode::kInvalidArgument);
+  }
+  SECTION("a batch beyond max_batch_tokens") {
+    PagedKvCache c0(*p.pool, *p.allocator, 1, 64);
+    PagedKvCache c1(*p.pool, *p.allocator, 2, 64);
+    std::vector<SequenceInput> batch{{&c0, ids, 0, LogitsWanted::kLast},
+                                     {&c1, ids, 0, LogitsWanted::kLast}};
+    const Status s = dev->runner->forward(batch, out);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK(s.message().find("10 tokens") != std::string::npos);
+    CHECK(p.allocator->free_blocks() == p.allocator->total_blocks());
+  }
+  SECTION("an executor failure mid-pass leaves the length; a rerun gives the CPU logits") {
+    for (const char* call : {"begin", "attention 1", "moe_input 0", "moe_output 1", "logits"}) {
+      INFO(call);
+      PagedKvCache paged(*p.pool, *p.allocator, 1, 64);
+      exec->fail_at = call;
+      SequenceInput seq{&paged, ids, 0, LogitsWanted::kAll};
+      const Status s = dev->runner->forward({&seq, 1}, out);
+      CHECK(s.code() == StatusCode::kInternal);
+      CHECK(paged.length() == 0);
+      exec->fail_at.clear();
+      auto dense = cpu->runner->new_kv_cache();
+      run_both(*cpu->runner, {{dense.get(), ids, 0, LogitsWanted::kAll}}, *dev->runner,
+               {{&paged, ids, 0, LogitsWanted::kAll}});
+    }
+  }
+  SECTION("a failed copy-on-write copy fails the forward") {
+    PagedKvCache parent(*p.pool, *p.allocator, 1, 64);
+    SequenceInput seq{&parent, ids, 0, LogitsWanted::kLast};
+    REQUIRE(dev->runner->forward({&seq, 1}, out).ok());
+    REQUIRE(p.allocator->fork(1, 2).ok());
+    PagedKvCache child(*p.pool, *p.allocator, 2, 64);
+    child.set_length(ids.size());
+    exec->fail_at = "copy_block";
+    const std::vector<int32_t> one{3};
+    SequenceInput step{&child, one, child.length(), LogitsWanted::kLast};
+    CHECK(dev->runner->forward({&step, 1}, out).code() == StatusCode::kInternal);
+    CHECK(child.length() == ids.size());
+  }
+  SECTION("an executor for a pool of another shape is refused; null returns to the CPU") {
+    PagedPool wrong = make_pool(*dev->runner, 3, 10, dev->runner->spec().kv_dim() + 1);
+    auto bad =
+        std::make_unique<HostDenseExecutor>(dev->runner->spec(), dev->runner->prepared_weights(),
+                                            *wrong.pool, kernels::MatmulActivations::kQ8_0, 8);
+    CHECK(dev->runner->set_dense_executor(std::move(bad)).code() == StatusCode::kInvalidArgument);
+    CHECK(dev->runner->dense_executor() == exec);  // unchanged
+    REQUIRE(dev->runner->set_dense_executor(nullptr).ok());
+    auto c1 = cpu->runner->new_kv_cache();
+    auto c2 = dev->runner->new_kv_cache();
+    run_both(*cpu->runner, {{c1.get(), ids, 0, LogitsWanted::kAll}}, *dev->runner,
+             {{c2.get(), ids, 0, LogitsWanted::kAll}});
+  }
+}
+
+TEST_CASE("a scheduler whose runner has a dense executor reproduces llama.cpp's greedy tokens",
+          "[runtime][dense_executor][scheduler]") {
+  // Chunked prefill (5-token chunks), three sequences per batch and a KV budget of 12 blocks of 4
+  // positions: the loop preempts and recomputes, and every KV row lives in the executor's mirror.
+  const auto ref = read_json(tiny_moe_dir() + "ref-f32.json");
+  auto m = load_model(tiny_moe_dir() + "tiny-moe-f32.gguf");
+  SchedulerOptions options;
+  options.limits.max_batch_tokens = 16;
+  options.limits.prefill_chunk_tokens = 5;
+  options.limits.max_running = 3;
+  options.limits.context_length = 40;
+  options.kv_blocks = 12;
+  options.kv_block_tokens = 4;
+  auto s = Scheduler::create(std::move(m->runner), options);
+  INFO((s.ok() ? "" : s.status().to_string()));
+  REQUIRE(s.ok());
+  Scheduler& sched = **s;
+  ModelRunner& runner = sched.runner();
+  auto exec =
+      std::make_unique<HostDenseExecutor>(runner.spec(), runner.prepared_weights(), sched.kv_pool(),
+                                          kernels::MatmulActivations::kQ8_0, 16);
+  HostDenseExecutor* raw = exec.get();
+  REQUIRE(runner.set_dense_executor(std::move(exec)).ok());
+  std::vector<RequestHandle> handles;
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& pr : ref["prompts"]) {
+    auto ids = pr["tokens"].get<std::vector<int32_t>>();
+    if (ids.size() > 24) continue;  // fits the 40-position context with 12 new tokens
+    auto greedy = pr["greedy_tokens"].get<std::vector<int32_t>>();
+    greedy.resize(12);
+    want.push_back(greedy);
+    Request r;
+    r.id = pr["name"].get<std::string>();
+    r.prompt_token_ids = ids;
+    r.sampling.temperature = 0.0f;
+    r.sampling.ignore_eos = true;
+    r.sampling.max_tokens = 12;
+    auto h = sched.submit(std::move(r));
+    REQUIRE(h.ok());
+    handles.push_back(std::move(h).value());
+  }
+  REQUIRE(handles.size() >= 2);
+  REQUIRE(sched.start().ok());
+  for (size_t i = 0; i < handles.size(); ++i) {
+    INFO("request " << i);
+    std::vector<int32_t> got;
+    Status error;
+    while (!handles[i].done()) {
+      auto ev = handles[i].next(std::chrono::milliseconds(120000));
+      REQUIRE(ev.has_value());
+      got.insert(got.end(), ev->token_ids.begin(), ev->token_ids.end());
+      if (ev->is_final) error = ev->error;
+    }
+    CHECK(error.ok());
+    CHECK(got == want[i]);
+  }
+  sched.stop();
+  CHECK(sched.preemptions() > 0);
+  CHECK(raw->passes == static_cast<size_t>(sched.steps()));  // every step ran on the executor
+  CHECK(raw->copies == 0);                                   // no forks in the scheduler
+  CHECK(sched.kv_check_invariants().ok());
+}
+
+uint64_t aligned(uint64_t n) {
+  return (n + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign;
+}
+
+// The checkpoint's bytes of every dense tensor but the token embedding (norms and biases of a
+// non-F32 file would be converted to float; the fixtures below are F32 or Q8_0 with F32 vectors).
+uint64_t dense_file_bytes(const model::ModelWeights& w) {
+  uint64_t sum = 0;
+  auto add = [&](const model::TensorInfo* t) {
+    if (t != nullptr) sum += aligned(t->data.size());
+  };
+  add(w.output_norm);
+  add(w.lm_head);
+  for (const model::LayerWeights& l : w.layers) {
+    for (const model::TensorInfo* t :
+         {l.attn_norm, l.q, l.k, l.v, l.o, l.q_bias, l.k_bias, l.v_bias, l.q_norm, l.k_norm,
+          l.ffn_norm, l.router, l.shared_gate, l.shared_up, l.shared_down, l.shared_expert_gate,
+          l.ffn_gate, l.ffn_up, l.ffn_down}) {
+      add(t);
+    }
+  }
+  return sum;
+}
+
+TEST_CASE("the CUDA dense memory estimate needs no device and counts every kind",
+          "[runtime][dense_executor][estimate]") {
+  for (const std::string& path : {tiny_moe_dir() + "tiny-moe-f32.gguf",
+                                  tiny_moe_dir() + "tiny-moe-q8_0.gguf", hf_dir("qwen2_moe")}) {
+    INFO(path);
+    auto m = load_model(path);
+    const model::ModelSpec& spec = *m->checkpoint.spec;
+    const model::ModelWeights& w = *m->checkpoint.weights;
+    const KvGeometry kv{spec.n_layers, spec.kv_dim(), 16, 40};
+    auto small = estimate_cuda_dense_bytes(spec, w, kv, 64);
+    auto large = estimate_cuda_dense_bytes(spec, w, kv, 128);
+    INFO((small.ok() ? "" : small.status().to_string()));
+    REQUIRE(small.ok());
+    REQUIRE(large.ok());
+    // Weights: the file's dense tensors (not the embedding), each padded to 256 bytes.
+    CHECK(small->dense_weights == dense_file_bytes(w));
+    CHECK(small->dense_weights < w.token_embedding->data.size() + dense_file_bytes(w));
+    // KV: K and V, every layer, every block, exactly.
+    CHECK(small->kv == 2 * spec.n_layers * 40 * 16 * spec.kv_dim() * sizeof(float));
+    CHECK(large->dense_weights == small->dense_weights);
+    CHECK(large->kv == small->kv);
+    // Scratch: per token at least x, h, ffn, shared out [hidden], q and attention out [q_dim],
+    // k and v [kv_dim], router logits, gate logit and 4 int32 indices; the logits chunk (32 rows)
+    // is the same for both; the difference is 64 tokens' worth, up to region padding.
+    const uint64_t per_token =
+        4 * (4 * spec.hidden_size + 2 * spec.q_dim() + 2 * spec.kv_dim() + spec.n_experts + 1) +
+        4 * 5;  // 4 index arrays + one block-table entry per token
+    const uint64_t diff = large->scratch - small->scratch;
+    CHECK(diff >= 64 * per_token);
+    CHECK(diff <= 64 * per_token + 64 * 4 * 2 * 2048 + 20 * kDeviceAlign);  // + ffn regions
+    CHECK(small->total() == small->dense_weights + small->kv + small->scratch);
+  }
+  auto m = load_model(tiny_moe_dir() + "tiny-moe-f32.gguf");
+  const model::ModelSpec& spec = *m->checkpoint.spec;
+  const model::ModelWeights& w = *m->checkpoint.weights;
+  CHECK(estimate_cuda_dense_bytes(spec, w, {spec.n_layers, spec.kv_dim(), 16, 40}, 0)
+            .status()
+            .code() == StatusCode::kInvalidArgument);
+  CHECK(estimate_cuda_dense_bytes(spec, w, {spec.n_layers, spec.kv_dim() + 1, 16, 40}, 8)
+            .status()
+            .code() == StatusCode::kInvalidArgument);
+  CHECK(estimate_cuda_dense_bytes(spec, w, {spec.n_layers, spec.kv_dim(), 16, size_t{1} << 62}, 8)
+            .status()
+            .code() == StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tandem::runtime::testing
