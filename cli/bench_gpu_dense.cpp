@@ -23,14 +23,14 @@ Status GpuDense::attach(ModelSession& session, bool enabled, size_t positions,
   runtime::ModelRunner& runner = *session.runner;
   const model::ModelSpec& spec = *session.checkpoint.spec;
   constexpr int64_t kBlockTokens = 16;
-  const int64_t per_token =
-      static_cast<int64_t>(2 * spec.n_layers * spec.kv_dim() * sizeof(float));
+  const int64_t per_token = static_cast<int64_t>(2 * spec.n_layers * spec.kv_dim() * sizeof(float));
   const int64_t blocks = (static_cast<int64_t>(positions) + kBlockTokens - 1) / kBlockTokens;
   runtime::KvBlockConfig kv;
   kv.block_tokens = kBlockTokens;
   kv.bytes_per_token = per_token;
   kv.budget_bytes = blocks * kBlockTokens * per_token;
-  TANDEM_ASSIGN_OR_RETURN(runtime::KvBlockAllocator allocator, runtime::KvBlockAllocator::create(kv));
+  TANDEM_ASSIGN_OR_RETURN(runtime::KvBlockAllocator allocator,
+                          runtime::KvBlockAllocator::create(kv));
   allocator_ = std::make_unique<runtime::KvBlockAllocator>(std::move(allocator));
   TANDEM_ASSIGN_OR_RETURN(pool_, runtime::KvPool::create(spec.n_layers, spec.kv_dim(),
                                                          static_cast<size_t>(kBlockTokens),
@@ -44,8 +44,8 @@ Status GpuDense::attach(ModelSession& session, bool enabled, size_t positions,
   device_bytes_ = executor->info().bytes.total();
   TANDEM_RETURN_IF_ERROR(runner.set_dense_executor(std::move(executor)));
   runner_ = &runner;
-  cache_ = std::make_unique<runtime::PagedKvCache>(*pool_, *allocator_, runtime::SeqId{1},
-                                                   positions);
+  cache_ =
+      std::make_unique<runtime::PagedKvCache>(*pool_, *allocator_, runtime::SeqId{1}, positions);
   return Status();
 #else
   (void)session;

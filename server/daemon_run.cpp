@@ -11,6 +11,7 @@
 #include "engine/placement/planner.h"
 #include "server/embedded_default.h"
 #include "server/engine_startup.h"
+#include "server/expert_metrics.h"
 #include "server/grpc_server.h"
 #include "server/metrics.h"
 #include "server/model_startup.h"
@@ -29,8 +30,7 @@ constexpr auto kFinalFlush = std::chrono::seconds(2);
 
 // Counters already exported, so that each update adds only what is new.
 struct Exported {
-  uint64_t gpu_pairs = 0;
-  uint64_t cpu_pairs = 0;
+  ExpertMetricsExport experts;
   int64_t preemptions = 0;
 };
 
@@ -45,17 +45,7 @@ void update_gauges(const runtime::Scheduler& scheduler, const MoeActivity& activ
   metrics.set_kv_usage(load.kv_total_blocks > 0 ? static_cast<double>(load.kv_used_blocks) /
                                                       static_cast<double>(load.kv_total_blocks)
                                                 : 0.0);
-  const uint64_t gpu = activity.expert_pairs(true);
-  const uint64_t cpu = activity.expert_pairs(false);
-  // Expert time per device is not measured yet (the MoE layer does not time its workers): only
-  // the pair counts are exported; the seconds series stays 0.
-  metrics.add_expert_tokens("gpu", static_cast<int64_t>(gpu - seen.gpu_pairs), 0.0);
-  metrics.add_expert_tokens("cpu", static_cast<int64_t>(cpu - seen.cpu_pairs), 0.0);
-  seen.gpu_pairs = gpu;
-  seen.cpu_pairs = cpu;
-  if (gpu + cpu > 0) {
-    metrics.set_gpu_hit_rate(static_cast<double>(gpu) / static_cast<double>(gpu + cpu));
-  }
+  seen.experts.update(activity, metrics);
 }
 
 // Stops admission, lets in-flight requests finish for up to `grace`, then ends the rest.

@@ -71,8 +71,7 @@ Result<GpuProbe> probe_gpu(const config::Config& config) {
   if (wanted == config::DenseDevice::kGpu && !probe.has_device()) {
     return failed_precondition_error(
         std::string("runtime.dense_device is gpu but ") +
-        (probe.cuda_built ? "no CUDA device is visible"
-                          : "this tandemd was built without CUDA") +
+        (probe.cuda_built ? "no CUDA device is visible" : "this tandemd was built without CUDA") +
         "; set runtime.dense_device: cpu (or auto) to run the dense parts on the CPU");
   }
   probe.dense_on_gpu = wanted != config::DenseDevice::kCpu && probe.has_device();
@@ -110,8 +109,8 @@ Result<placement::GpuMemoryDemand> gpu_fixed_demand(const config::Config& config
     kv.n_layers = spec.n_layers;
     kv.kv_dim = spec.kv_dim();
     kv.block_tokens = kKvBlockTokens;
-    const uint64_t block_bytes = uint64_t{2} * kv.n_layers * kv.kv_dim * sizeof(float) *
-                                 kv.block_tokens;
+    const uint64_t block_bytes =
+        uint64_t{2} * kv.n_layers * kv.kv_dim * sizeof(float) * kv.block_tokens;
     kv.n_blocks = block_bytes == 0 ? 0 : config.runtime.kv_cache_bytes / block_bytes;
     TANDEM_ASSIGN_OR_RETURN(
         runtime::CudaDenseBytes dense,
@@ -148,10 +147,10 @@ Result<GpuServing> attach_gpu(const config::Config& config, const model::Checkpo
     const runtime::KvPool& pool = scheduler.kv_pool();
     const runtime::KvGeometry kv{pool.n_layers(), pool.kv_dim(), pool.block_tokens(),
                                  pool.n_blocks()};
-    TANDEM_ASSIGN_OR_RETURN(runtime::CudaDenseBytes dense,
-                            runtime::estimate_cuda_dense_bytes(
-                                spec, *checkpoint.weights, kv,
-                                static_cast<size_t>(config.runtime.max_batch_tokens)));
+    TANDEM_ASSIGN_OR_RETURN(
+        runtime::CudaDenseBytes dense,
+        runtime::estimate_cuda_dense_bytes(spec, *checkpoint.weights, kv,
+                                           static_cast<size_t>(config.runtime.max_batch_tokens)));
     demand.dense = dense.dense_weights;
     demand.kv = dense.kv;
     demand.dense_scratch = dense.scratch;
@@ -161,8 +160,9 @@ Result<GpuServing> attach_gpu(const config::Config& config, const model::Checkpo
   // The expert worker reserves scratch only for as many experts as one layer holds.
   if (n_gpu_experts > 0) {
     demand.expert_scratch = experts::CudaExpertWorker::scratch_bytes(
-        spec.hidden_size, spec.expert_ffn_size, static_cast<size_t>(config.runtime.max_batch_tokens),
-        spec.n_experts_used, most_gpu_experts_in_a_layer(map));
+        spec.hidden_size, spec.expert_ffn_size,
+        static_cast<size_t>(config.runtime.max_batch_tokens), spec.n_experts_used,
+        most_gpu_experts_in_a_layer(map));
   }
   TANDEM_RETURN_IF_ERROR(placement::check_gpu_memory(demand, gpu_offer(config, probe), map, sizes));
   spdlog::info("GPU plan on {}: {}", probe.label, placement::format_gpu_demand(demand));

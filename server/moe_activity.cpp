@@ -145,6 +145,21 @@ void MoeActivity::on_forward(std::span<const experts::Routing> routing,
   }
 }
 
+void MoeActivity::on_expert_seconds(std::span<const double> seconds_per_worker) {
+  // Bounds each entry so that the sums stay far below 2^64 ns; a pass never takes 30 years.
+  constexpr double kMaxSeconds = 1e9;
+  double cpu = 0.0;
+  double gpu = 0.0;
+  for (size_t w = 0; w < seconds_per_worker.size(); ++w) {
+    const double s = seconds_per_worker[w];
+    if (!(s >= 0.0 && s < kMaxSeconds)) continue;  // negative, NaN, infinite or absurd
+    (w == 0 ? cpu : gpu) += s;
+  }
+  if (gpu >= kMaxSeconds) gpu = 0.0;  // several GPU workers' entries may pass it together
+  nanoseconds_cpu_.fetch_add(static_cast<uint64_t>(cpu * 1e9 + 0.5), std::memory_order_relaxed);
+  nanoseconds_gpu_.fetch_add(static_cast<uint64_t>(gpu * 1e9 + 0.5), std::memory_order_relaxed);
+}
+
 void MoeActivity::on_started(const std::string& request_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = requests_.find(request_id);
@@ -215,6 +230,10 @@ size_t MoeActivity::tracked_requests() const {
 
 uint64_t MoeActivity::expert_pairs(bool gpu) const {
   return (gpu ? pairs_gpu_ : pairs_cpu_).load(std::memory_order_relaxed);
+}
+
+uint64_t MoeActivity::expert_nanoseconds(bool gpu) const {
+  return (gpu ? nanoseconds_gpu_ : nanoseconds_cpu_).load(std::memory_order_relaxed);
 }
 
 }  // namespace tandem::server

@@ -90,6 +90,10 @@ class MoeActivity final : public runtime::RoutingObserver {
   // runtime::RoutingObserver; scheduler thread only.
   void on_forward(std::span<const experts::Routing> routing,
                   std::span<const runtime::RoutedToken> tokens) override;
+  // Worker 0 (always the CPU expert worker) counts as CPU time; every other worker as GPU time
+  // (in tandemd, worker 1 is the CUDA expert worker, present only when the placement has GPU
+  // experts). Negative, NaN, infinite or absurd (>= 1e9 s) entries are ignored.
+  void on_expert_seconds(std::span<const double> seconds_per_worker) override;
   void on_started(const std::string& request_id) override;
   void on_finished(const std::string& request_id) override;
 
@@ -110,6 +114,9 @@ class MoeActivity final : public runtime::RoutingObserver {
   // Token-expert pairs computed on the GPU (gpu = true) or the CPU since the start, all requests
   // (for the metrics). Relaxed atomics: monotonic, not synchronized with live().
   uint64_t expert_pairs(bool gpu) const;
+  // Wall time the GPU (gpu = true) or the CPU expert workers spent on their shares since the
+  // start, in nanoseconds (on_expert_seconds, rounded per pass). Relaxed atomics, monotonic.
+  uint64_t expert_nanoseconds(bool gpu) const;
 
  private:
   struct Entry {
@@ -148,6 +155,8 @@ class MoeActivity final : public runtime::RoutingObserver {
 
   std::atomic<uint64_t> pairs_gpu_{0};
   std::atomic<uint64_t> pairs_cpu_{0};
+  std::atomic<uint64_t> nanoseconds_gpu_{0};
+  std::atomic<uint64_t> nanoseconds_cpu_{0};
 
   const size_t max_finished_;
   mutable std::mutex mu_;  // guards everything below

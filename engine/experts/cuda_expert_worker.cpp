@@ -272,6 +272,9 @@ Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
     }
     layer.experts[h.expert] = kc::DeviceExpert{ptrs[0], ptrs[1], ptrs[2]};
   }
+  // cudaMemcpy from pageable memory may return before its DMA lands, and the worker's stream
+  // does not synchronise with the legacy default stream: wait before any kernel reads them.
+  TANDEM_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the uploads");
   worker->weight_bytes_ = total;
   worker->n_held_ = held.size();
   if (options.reserve_tokens > 0 && !held.empty()) {
@@ -360,6 +363,9 @@ Status CudaExpertWorker::run(const ExpertJob& job) {
     }
   }
   TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_), "cudaSetDevice");
+  // A failed run may have left copies from (or into) the pinned buffers in flight: wait before
+  // they are rewritten or reallocated (a no-op after a successful run).
+  TANDEM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(buffers_->stream), "cudaStreamSynchronize");
   TANDEM_RETURN_IF_ERROR(ensure_capacity(job.n_tokens, n_rows, n_experts));
   Buffers& b = *buffers_;
   const size_t hidden = hidden_;

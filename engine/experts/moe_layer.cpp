@@ -48,8 +48,8 @@ double seconds_since(Clock::time_point t0) {
 }  // namespace
 
 // One worker's thread. The caller fills `job`, sets `pending` and notifies; the thread runs the
-// job, stores `status` (and `seconds` when `timed`), clears `pending` and notifies back. Every
-// field but `thread` and `worker` is guarded by `mutex`.
+// job, stores `status` and `seconds` (the job's wall time on this thread), clears `pending` and
+// notifies back. Every field but `thread` and `worker` is guarded by `mutex`.
 struct MoeLayer::Helper {
   ExpertWorker* worker = nullptr;
   std::thread thread;
@@ -57,7 +57,6 @@ struct MoeLayer::Helper {
   std::condition_variable cv;
   bool stop = false;
   bool pending = false;
-  bool timed = false;
   ExpertJob job;
   Status status;
   double seconds = 0.0;
@@ -66,17 +65,15 @@ struct MoeLayer::Helper {
 void MoeLayer::helper_loop(Helper* h) {
   for (;;) {
     ExpertJob job;
-    bool timed = false;
     {
       std::unique_lock<std::mutex> lock(h->mutex);
       h->cv.wait(lock, [h] { return h->stop || h->pending; });
       if (h->stop) return;
       job = h->job;
-      timed = h->timed;
     }
-    const Clock::time_point t0 = timed ? Clock::now() : Clock::time_point();
+    const Clock::time_point t0 = Clock::now();
     Status status = h->worker->run(job);
-    const double seconds = timed ? seconds_since(t0) : 0.0;
+    const double seconds = seconds_since(t0);
     {
       std::lock_guard<std::mutex> lock(h->mutex);
       h->status = std::move(status);
@@ -92,6 +89,7 @@ MoeLayer::MoeLayer(std::vector<ExpertWorker*> workers) : workers_(std::move(work
   groups_.resize(workers_.size());
   jobs_.resize(workers_.size());
   statuses_.resize(workers_.size());
+  worker_seconds_.assign(workers_.size(), 0.0);
   helper_of_.assign(workers_.size(), nullptr);
   for (size_t w = 1; w < workers_.size(); ++w) {
     TANDEM_CHECK(workers_[w] != nullptr);
@@ -109,6 +107,10 @@ MoeLayer::MoeLayer(std::vector<ExpertWorker*> workers) : workers_(std::move(work
     helper_of_[w] = helper.get();
     helpers_.push_back(std::move(helper));
   }
+}
+
+void MoeLayer::reset_worker_seconds() {
+  std::fill(worker_seconds_.begin(), worker_seconds_.end(), 0.0);
 }
 
 MoeLayer::~MoeLayer() {
@@ -174,24 +176,22 @@ Status MoeLayer::run(size_t layer, size_t n_experts, std::span<const float> inpu
     {
       std::lock_guard<std::mutex> lock(h->mutex);
       h->job = jobs_[w];
-      h->timed = timed;
       h->pending = true;
     }
     h->cv.notify_all();
   }
   // Meanwhile: worker 0, then the workers that must not run beside it, on this thread.
   for (Status& s : statuses_) s = Status();
-  std::vector<double>* seconds = nullptr;
-  MoeLayerStats* stats = nullptr;
-  if (timed) {
-    stats = &timings_->at(layer, workers_.size());
-    seconds = &stats->seconds;
-  }
+  MoeLayerStats* stats = timed ? &timings_->at(layer, workers_.size()) : nullptr;
+  const auto add_seconds = [&](size_t w, double seconds) {
+    worker_seconds_[w] += seconds;
+    if (stats != nullptr) stats->seconds[w] += seconds;
+  };
   for (size_t w = 0; w < workers_.size(); ++w) {
     if ((w > 0 && helper_of_[w] != nullptr) || groups_[w].expert_ids.empty()) continue;
-    const Clock::time_point t0 = timed ? Clock::now() : Clock::time_point();
+    const Clock::time_point t0 = Clock::now();
     statuses_[w] = workers_[w]->run(jobs_[w]);
-    if (timed) (*seconds)[w] += seconds_since(t0);
+    add_seconds(w, seconds_since(t0));
   }
   // Join (always all of them: they write into pair_out).
   for (size_t w = 1; w < workers_.size(); ++w) {
@@ -199,7 +199,7 @@ Status MoeLayer::run(size_t layer, size_t n_experts, std::span<const float> inpu
     if (h == nullptr || groups_[w].expert_ids.empty()) continue;
     std::unique_lock<std::mutex> lock(h->mutex);
     h->cv.wait(lock, [h] { return !h->pending; });
-    if (timed) (*seconds)[w] += h->seconds;
+    add_seconds(w, h->seconds);
     statuses_[w] = std::move(h->status);
   }
   if (timed) {

@@ -52,9 +52,14 @@ class ExpertMap {
 // thread: it runs on the calling thread after worker 0, one after the other. To overlap two CPU
 // workers, give each its own ThreadPool.
 //
-// Timings: with a sink set (set_timings), each call adds to the sink's entry for its layer (a
-// steady_clock reading around each share and around the joined region); with none, nothing is
-// measured.
+// Worker seconds: every call reads steady_clock around each share that runs (two readings on
+// the thread that runs it, whether the share succeeds or not) and adds the wall time to that
+// worker's running total (worker_seconds()); concurrent shares each count fully, so the totals
+// can add up to more than the call's wall time. Measuring never changes a result.
+//
+// Timings: with a sink set (set_timings), each call also adds to the sink's entry for its layer
+// (the same share times, a reading around the joined region, calls, tokens and pairs); with
+// none, only the worker seconds are kept.
 class MoeLayer {
  public:
   explicit MoeLayer(std::vector<ExpertWorker*> workers);
@@ -77,6 +82,11 @@ class MoeLayer {
   // between run() calls, from the caller's thread.
   void set_timings(MoeLayerTimings* timings) { timings_ = timings; }
 
+  // Per worker (n_workers() entries): seconds its shares took, summed over the run() calls since
+  // construction or the last reset_worker_seconds(). Caller's thread, between run() calls.
+  std::span<const double> worker_seconds() const { return worker_seconds_; }
+  void reset_worker_seconds();
+
  private:
   struct Helper;
   static void helper_loop(Helper* helper);
@@ -89,6 +99,7 @@ class MoeLayer {
   std::vector<std::unique_ptr<Helper>> helpers_;  // one per concurrent worker
   std::vector<Helper*> helper_of_;                // per worker; null: runs on the caller
   MoeLayerTimings* timings_ = nullptr;
+  std::vector<double> worker_seconds_;  // per worker, see worker_seconds()
 };
 
 }  // namespace tandem::experts

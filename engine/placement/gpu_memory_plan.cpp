@@ -14,7 +14,9 @@ uint64_t add_sat(uint64_t a, uint64_t b) {
                                                       : a + b;
 }
 
-uint64_t sub_sat(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+uint64_t sub_sat(uint64_t a, uint64_t b) {
+  return a > b ? a - b : 0;
+}
 
 // The byte size of each GPU expert of `map` (0 outside `sizes`' shape).
 std::vector<uint64_t> gpu_expert_sizes(const DeviceMap& map, const ExpertSizes& sizes) {
@@ -38,7 +40,9 @@ uint64_t GpuMemoryDemand::fixed() const {
   return total;
 }
 
-uint64_t GpuMemoryDemand::total() const { return add_sat(fixed(), experts); }
+uint64_t GpuMemoryDemand::total() const {
+  return add_sat(fixed(), experts);
+}
 
 uint64_t gpu_expert_bytes(const DeviceMap& map, const ExpertSizes& sizes) {
   uint64_t total = 0;
@@ -84,18 +88,17 @@ std::string format_gpu_demand(const GpuMemoryDemand& d) {
   return out + " = " + format_bytes(d.total());
 }
 
-Status check_gpu_memory(const GpuMemoryDemand& demand, const GpuOffer& offer,
-                        const DeviceMap& map, const ExpertSizes& sizes) {
+Status check_gpu_memory(const GpuMemoryDemand& demand, const GpuOffer& offer, const DeviceMap& map,
+                        const ExpertSizes& sizes) {
   const uint64_t usable = offer.usable();
   if (demand.total() <= usable) return Status();
-  std::string msg = "GPU memory: the placement needs " + format_gpu_demand(demand) + " on " +
-                    offer.device + ", which offers " + format_bytes(usable) + " (" +
-                    format_bytes(offer.free_bytes) + " free, " + format_bytes(offer.headroom) +
-                    " kept as headroom" +
-                    (offer.budget != 0 ? ", placement.gpu_memory_budget " +
-                                             format_bytes(offer.budget)
-                                       : std::string()) +
-                    "). ";
+  std::string msg =
+      "GPU memory: the placement needs " + format_gpu_demand(demand) + " on " + offer.device +
+      ", which offers " + format_bytes(usable) + " (" + format_bytes(offer.free_bytes) + " free, " +
+      format_bytes(offer.headroom) + " kept as headroom" +
+      (offer.budget != 0 ? ", placement.gpu_memory_budget " + format_bytes(offer.budget)
+                         : std::string()) +
+      "). ";
   if (demand.fixed() > usable) {
     msg += "Even with no GPU experts the rest (" + format_bytes(demand.fixed()) +
            ") does not fit: lower runtime.kv_cache_bytes or runtime.max_batch_tokens, or set "

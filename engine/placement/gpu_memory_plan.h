@@ -40,10 +40,10 @@ uint64_t experts_that_fit(const DeviceMap& map, const ExpertSizes& sizes, uint64
 
 // The device the demand is checked against.
 struct GpuOffer {
-  std::string device;        // "device 0 (NVIDIA H200)", for messages
-  uint64_t free_bytes = 0;   // free device memory reported at start
-  uint64_t budget = 0;       // placement.gpu_memory_budget; 0 = no cap beyond free memory
-  uint64_t headroom = 0;     // kept free (CUDA context growth, allocator rounding)
+  std::string device;       // "device 0 (NVIDIA H200)", for messages
+  uint64_t free_bytes = 0;  // free device memory reported at start
+  uint64_t budget = 0;      // placement.gpu_memory_budget; 0 = no cap beyond free memory
+  uint64_t headroom = 0;    // kept free (CUDA context growth, allocator rounding)
 
   // min(free - headroom, budget when set), saturating at 0.
   uint64_t usable() const;
@@ -57,8 +57,8 @@ uint64_t default_gpu_headroom(uint64_t free_bytes);
 // fit (experts_that_fit in usable - fixed), telling the operator which key to change
 // (placement.num_gpu_experts / gpu_memory_budget, runtime.kv_cache_bytes, runtime.dense_device).
 // Pure; any thread.
-Status check_gpu_memory(const GpuMemoryDemand& demand, const GpuOffer& offer,
-                        const DeviceMap& map, const ExpertSizes& sizes);
+Status check_gpu_memory(const GpuMemoryDemand& demand, const GpuOffer& offer, const DeviceMap& map,
+                        const ExpertSizes& sizes);
 
 // "experts 1.2 GiB (96), expert scratch 40.0 MiB, dense 300.0 MiB, KV 1.0 GiB, dense scratch
 // 12.0 MiB = 2.5 GiB" (parts that are zero are left out), for the startup log and the banner.

@@ -43,6 +43,12 @@ struct ForwardOutput {
   // When ForwardOptions::record_routing: routing[layer] for every layer (n_tokens == 0 for dense
   // layers); tokens in batch order (all of sequence 0's, then sequence 1's, ...).
   std::vector<experts::Routing> routing;
+  // Always, after a successful call: per expert worker (an index into the list given to
+  // ModelRunner::set_expert_workers; index 0 is the runner's own CPU worker by default), the wall
+  // seconds its shares of this call took, summed over the MoE layers and measured on the thread
+  // that ran each share (experts::MoeLayer::worker_seconds), so shares that ran concurrently each
+  // count fully. 0 for a worker that got no pairs. Empty after a failed call.
+  std::vector<double> expert_seconds;
 
   // Row i (0-based within the sequence's rows) of sequence `seq`.
   std::span<const float> row(size_t seq, size_t i) const {

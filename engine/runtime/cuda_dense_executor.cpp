@@ -20,7 +20,9 @@ namespace {
 
 namespace kc = kernels::cuda;
 
-std::string mib(uint64_t bytes) { return kernels::cuda::bytes_and_mib(bytes); }
+std::string mib(uint64_t bytes) {
+  return kernels::cuda::bytes_and_mib(bytes);
+}
 
 // cudaMalloc, mapping an out-of-memory failure to RESOURCE_EXHAUSTED.
 Status device_alloc(void** ptr, uint64_t bytes, const char* what, int device) {
@@ -202,7 +204,11 @@ Status CudaDenseExecutor::begin(const DenseBatch& b) {
     if (d.own_pin_tables != nullptr) cudaFreeHost(d.own_pin_tables);
     d.own_tables = nullptr;
     d.own_pin_tables = nullptr;
-    d.table_capacity = 0;
+    // Back to the regions inside scratch / pinned until the new buffers exist, so a failed
+    // allocation below leaves no pointer to freed memory.
+    d.tables = d.i(d.s.tables);
+    d.pin_tables = d.pi(d.s.pin_tables);
+    d.table_capacity = d.s.table_capacity;
     TANDEM_RETURN_IF_ERROR(
         device_alloc(&d.own_tables, cap * sizeof(int32_t), "block tables", d.device));
     TANDEM_CUDA_RETURN_IF_ERROR(

@@ -121,11 +121,16 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
     }
   }
 
+  // Exact: one allocation of 2 * layers * blocks * block_tokens * kv_dim floats (no padding, so
+  // not Bump::take, which would round the row count up to kDeviceAlign before the kv_dim factor).
   Bump kvb;
-  kvb.take(2 * kv.n_layers, kv.n_blocks, kv.block_tokens);
+  uint64_t kv_rows = 0;
   uint64_t kv_bytes = 0;
-  if (__builtin_mul_overflow(kvb.used, kv.kv_dim * sizeof(float), &kv_bytes)) kvb.ok = false;
-  // Exact: one allocation of 2 * layers * blocks * block_tokens * kv_dim floats (no padding).
+  if (__builtin_mul_overflow(uint64_t{2} * kv.n_layers, kv.n_blocks, &kv_rows) ||
+      __builtin_mul_overflow(kv_rows, kv.block_tokens, &kv_rows) ||
+      __builtin_mul_overflow(kv_rows, kv.kv_dim * sizeof(float), &kv_bytes)) {
+    kvb.ok = false;
+  }
   kvb.used = kv_bytes;
 
   const uint64_t T = max_batch_tokens;

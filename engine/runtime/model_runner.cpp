@@ -142,6 +142,7 @@ Status ModelRunner::validate_dense(std::span<const SequenceInput> batch) const {
 
 Status ModelRunner::forward(std::span<const SequenceInput> batch, ForwardOutput& out,
                             const ForwardOptions& options) {
+  out.expert_seconds.clear();
   TANDEM_RETURN_IF_ERROR(validate(batch));
   if (dense_ != nullptr) TANDEM_RETURN_IF_ERROR(validate_dense(batch));
   for (const SequenceInput& seq : batch) {
@@ -177,14 +178,22 @@ Status ModelRunner::forward(std::span<const SequenceInput> batch, ForwardOutput&
   }
   out.routing.clear();
   if (options.record_routing) out.routing.resize(spec_.n_layers);
-  if (dense_ != nullptr) return forward_dense(batch, out, options.record_routing);
-  for (size_t l = 0; l < spec_.n_layers; ++l) {
-    attention_block(l, batch);
-    TANDEM_RETURN_IF_ERROR(ffn_block(l, out, options.record_routing));
+  moe_->reset_worker_seconds();
+  if (dense_ != nullptr) {
+    TANDEM_RETURN_IF_ERROR(forward_dense(batch, out, options.record_routing));
+  } else {
+    for (size_t l = 0; l < spec_.n_layers; ++l) {
+      attention_block(l, batch);
+      TANDEM_RETURN_IF_ERROR(ffn_block(l, out, options.record_routing));
+    }
+    for (const SequenceInput& seq : batch) {
+      seq.cache->set_length(seq.start_pos + seq.tokens.size());
+    }
+    plan_logits(batch, out);
+    compute_logits(out);
   }
-  for (const SequenceInput& seq : batch) seq.cache->set_length(seq.start_pos + seq.tokens.size());
-  plan_logits(batch, out);
-  compute_logits(out);
+  const std::span<const double> seconds = moe_->worker_seconds();
+  out.expert_seconds.assign(seconds.begin(), seconds.end());
   return Status();
 }
 

@@ -1,5 +1,5 @@
 // RoutingObserver: what the scheduler tells a listener about each forward pass's expert routing
-// (live activation statistics, per-request MoE counters).
+// and expert worker time (live activation statistics, per-request MoE counters, metrics).
 #pragma once
 
 #include <span>
@@ -27,6 +27,12 @@ class RoutingObserver {
   // MoE layers (n_tokens == 0 for dense layers); tokens[i] says whose row i is.
   virtual void on_forward(std::span<const experts::Routing> routing,
                           std::span<const RoutedToken> tokens) = 0;
+  // Right after on_forward, for the same pass: ForwardOutput::expert_seconds, i.e. per expert
+  // worker index (0 = the CPU worker), the seconds its shares of the pass took, summed over the
+  // MoE layers; concurrent shares each count fully. Valid during the call only.
+  virtual void on_expert_seconds(std::span<const double> seconds_per_worker) {
+    (void)seconds_per_worker;
+  }
   // A request was admitted for the first time (it leaves the queue and starts prefill).
   virtual void on_started(const std::string& request_id) { (void)request_id; }
   // A request's final event was pushed (any finish reason).

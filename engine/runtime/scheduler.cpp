@@ -210,6 +210,7 @@ class Scheduler::Loop {
         routed_.insert(routed_.end(), static_cast<size_t>(w.num_tokens), owner);
       }
       observer->on_forward(out_.routing, routed_);
+      observer->on_expert_seconds(out_.expert_seconds);
     }
     for (size_t i = 0; i < work.size(); ++i) {
       const ScheduledWork& w = work[i];

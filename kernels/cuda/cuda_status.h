@@ -23,10 +23,10 @@ inline std::string bytes_and_mib(uint64_t bytes) {
 }  // namespace tandem::kernels::cuda
 
 // Returns cuda_error(err, what) from the enclosing function when `call` does not succeed.
-#define TANDEM_CUDA_RETURN_IF_ERROR(call, what)                                       \
-  do {                                                                                \
-    const cudaError_t tandem_cuda_err_ = (call);                                      \
-    if (tandem_cuda_err_ != cudaSuccess) {                                            \
-      return ::tandem::kernels::cuda::cuda_error(tandem_cuda_err_, what);             \
-    }                                                                                 \
+#define TANDEM_CUDA_RETURN_IF_ERROR(call, what)                           \
+  do {                                                                    \
+    const cudaError_t tandem_cuda_err_ = (call);                          \
+    if (tandem_cuda_err_ != cudaSuccess) {                                \
+      return ::tandem::kernels::cuda::cuda_error(tandem_cuda_err_, what); \
+    }                                                                     \
   } while (0)

@@ -1,6 +1,8 @@
-// MoeLayer's concurrent path: helper threads, error propagation, the pool rule and the timings.
+// MoeLayer's concurrent path: helper threads, errors, the pool rule, worker seconds, timings.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -15,7 +17,8 @@ using runtime::testing::load_model;
 using runtime::testing::tiny_moe_dir;
 
 // Writes row p = (expert + 1) * x_token + p for each of its pairs (a function of the pair only,
-// like a real worker), or fails with `fail` when set. Counts its calls and threads.
+// like a real worker), or fails with `fail` when set. Counts its calls and threads; sleeps for
+// `delay` per call first (a slow worker).
 class FakeWorker final : public ExpertWorker {
  public:
   explicit FakeWorker(const ThreadPool* pool = nullptr) : pool_(pool) {}
@@ -24,6 +27,7 @@ class FakeWorker final : public ExpertWorker {
     ++calls;
     threads.push_back(std::this_thread::get_id());
     pairs += job.groups->pairs.size();
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
     if (!fail.ok()) return fail;
     const ExpertGroups& g = *job.groups;
     for (size_t i = 0; i < g.expert_ids.size(); ++i) {
@@ -42,6 +46,7 @@ class FakeWorker final : public ExpertWorker {
   const ThreadPool* thread_pool() const override { return pool_; }
 
   Status fail;
+  std::chrono::microseconds delay{0};
   size_t calls = 0;
   size_t pairs = 0;
   std::vector<std::thread::id> threads;
@@ -205,6 +210,59 @@ TEST_CASE("MoeLayer timings count tokens and pairs per worker exactly", "[expert
   CHECK(timings.layers[2].calls == 2);
 }
 
+TEST_CASE("MoeLayer always adds each worker's share time to its worker seconds", "[experts]") {
+  const Problem pr = make_problem(13);
+  FakeWorker a;
+  FakeWorker b;
+  FakeWorker idle;
+  a.delay = std::chrono::microseconds(2000);
+  b.delay = std::chrono::microseconds(2000);
+  MoeLayer moe({&a, &b, &idle});
+  REQUIRE(moe.n_concurrent_workers() == 2);
+  ExpertMap map = ExpertMap::uniform(2, pr.n_experts, 0);
+  for (size_t l = 0; l < 2; ++l) {
+    for (size_t e = 0; e < pr.n_experts; e += 2) map.set(l, e, 1);  // worker 2 owns nothing
+  }
+  std::vector<float> expected;
+  {
+    FakeWorker solo;
+    MoeLayer single({&solo});
+    expected = run_layer(single, pr, ExpertMap());
+  }
+  REQUIRE(moe.worker_seconds().size() == 3);
+  CHECK(moe.worker_seconds()[0] == 0.0);
+
+  // No sink: still measured, and the result is unchanged.
+  CHECK(run_layer(moe, pr, map, 0) == expected);
+  CHECK(run_layer(moe, pr, map, 1) == expected);
+  REQUIRE(a.calls == 2);
+  REQUIRE(b.calls == 2);
+  const std::vector<double> two_layers(moe.worker_seconds().begin(), moe.worker_seconds().end());
+  CHECK(two_layers[0] > 0.0);
+  CHECK(two_layers[1] > 0.0);  // measured on the helper thread, concurrently with worker 0
+  CHECK(two_layers[2] == 0.0);
+  CHECK(idle.calls == 0);
+
+  // reset starts over; with a sink, the sink's per-layer share times are the same numbers.
+  moe.reset_worker_seconds();
+  CHECK(moe.worker_seconds()[0] == 0.0);
+  CHECK(moe.worker_seconds()[1] == 0.0);
+  MoeLayerTimings timings;
+  moe.set_timings(&timings);
+  CHECK(run_layer(moe, pr, map, 1) == expected);
+  REQUIRE(timings.layers.size() == 2);
+  CHECK(moe.worker_seconds()[0] > 0.0);
+  CHECK(moe.worker_seconds()[1] > 0.0);
+  for (size_t w = 0; w < 3; ++w) CHECK(timings.layers[1].seconds[w] == moe.worker_seconds()[w]);
+
+  // A failing share is timed too (it ran).
+  moe.reset_worker_seconds();
+  b.fail = internal_error("device lost");
+  std::vector<float> out(pr.n_tokens * pr.hidden);
+  CHECK(!moe.run(0, pr.n_experts, pr.input, pr.n_tokens, pr.hidden, pr.routing, map, out).ok());
+  CHECK(moe.worker_seconds()[1] > 0.0);
+}
+
 TEST_CASE("overlap_fraction and the timings table", "[experts]") {
   CHECK(overlap_fraction(2.0, 1.0, 2.0) == Approx(1.0));  // the shorter share fully hidden
   CHECK(overlap_fraction(2.0, 1.0, 3.0) == Approx(0.0));  // one after the other
@@ -252,8 +310,19 @@ TEST_CASE("ModelRunner records per-layer MoE timings for a split forward pass", 
     std::vector<int32_t> ids(9);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 131 % 2048);
     auto cache = runner.new_kv_cache();
-    runtime::testing::prefill_all(runner, ids, *cache);
+    runtime::SequenceInput seq{cache.get(), ids, 0, runtime::LogitsWanted::kAll};
+    runtime::ForwardOutput out;
+    REQUIRE(runner.forward({&seq, 1}, out).ok());
     REQUIRE(timings.layers.size() == spec.n_layers);
+    // The pass's worker seconds are the per-layer share times summed over the layers.
+    REQUIRE(out.expert_seconds.size() == 2);
+    for (size_t w = 0; w < 2; ++w) {
+      const double sum =
+          std::accumulate(timings.layers.begin(), timings.layers.end(), 0.0,
+                          [w](double acc, const MoeLayerStats& s) { return acc + s.seconds[w]; });
+      CHECK(out.expert_seconds[w] == sum);
+      CHECK(out.expert_seconds[w] > 0.0);
+    }
     const uint64_t pairs = ids.size() * spec.n_experts_used;
     CHECK(timings.layers[0].calls == 1);
     CHECK(timings.layers[0].tokens == ids.size());
@@ -264,8 +333,14 @@ TEST_CASE("ModelRunner records per-layer MoE timings for a split forward pass", 
       CHECK(timings.layers[l].pairs == std::vector<uint64_t>{pairs, 0});
     }
     runner.set_moe_timings(nullptr);
-    runtime::testing::prefill_all(runner, ids, *runner.new_kv_cache());
+    auto fresh = runner.new_kv_cache();
+    seq.cache = fresh.get();
+    REQUIRE(runner.forward({&seq, 1}, out).ok());
     CHECK(timings.layers[1].calls == 1);
+    // Without a sink the pass is still timed per worker.
+    REQUIRE(out.expert_seconds.size() == 2);
+    CHECK(out.expert_seconds[0] > 0.0);
+    CHECK(out.expert_seconds[1] > 0.0);
     REQUIRE(runner.set_expert_workers({&runner.cpu_worker()}, ExpertMap()).ok());
   }
 }

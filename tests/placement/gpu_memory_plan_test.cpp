@@ -63,14 +63,13 @@ TEST_CASE("gpu_expert_bytes sums the placed experts' own sizes", "[placement][gp
 
 TEST_CASE("experts_that_fit takes the smallest first", "[placement][gpu_memory]") {
   const ExpertSizes s = sizes();
-  const DeviceMap all =
-      map_with({{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}, {1, 3}});
+  const DeviceMap all = map_with({{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}, {1, 3}});
   CHECK(experts_that_fit(all, s, 0) == 0);
   CHECK(experts_that_fit(all, s, 10 * kMiB - 1) == 0);
   CHECK(experts_that_fit(all, s, 10 * kMiB) == 1);
   CHECK(experts_that_fit(all, s, 69 * kMiB) == 6);
-  CHECK(experts_that_fit(all, s, 70 * kMiB) == 7);   // the seven 10 MiB experts
-  CHECK(experts_that_fit(all, s, 99 * kMiB) == 7);   // the 30 MiB one does not fit beside them
+  CHECK(experts_that_fit(all, s, 70 * kMiB) == 7);  // the seven 10 MiB experts
+  CHECK(experts_that_fit(all, s, 99 * kMiB) == 7);  // the 30 MiB one does not fit beside them
   CHECK(experts_that_fit(all, s, 100 * kMiB) == 8);
   CHECK(experts_that_fit(all, s, std::numeric_limits<uint64_t>::max()) == 8);
 }
@@ -92,8 +91,7 @@ TEST_CASE("usable memory is free minus headroom, capped by the budget", "[placem
 TEST_CASE("check_gpu_memory accepts a fitting demand and names the experts that fit otherwise",
           "[placement][gpu_memory]") {
   const ExpertSizes s = sizes();
-  const DeviceMap all =
-      map_with({{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}, {1, 3}});
+  const DeviceMap all = map_with({{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}, {1, 3}});
   GpuMemoryDemand d;
   d.experts = gpu_expert_bytes(all, s);
   d.n_experts = 8;

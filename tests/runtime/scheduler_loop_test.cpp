@@ -1,5 +1,6 @@
 // Tests of the engine loop (Scheduler) on the tiny F32 model: batch invariance, chunked prefill
-// against llama.cpp's greedy tokens, preemption/recompute, cancellation, deadlines, stop, stress.
+// against llama.cpp's greedy tokens, preemption/recompute, cancellation, deadlines, stop, stress,
+// and what the routing observer is told.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -454,6 +455,76 @@ TEST_CASE("scheduler: 64 concurrent requests with random cancellations",
   e.scheduler->stop();
   CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
   CHECK(e.scheduler->kv_check_invariants().ok());
+}
+
+// Records what the scheduler tells a routing observer (scheduler thread only; read after stop()).
+class RecordingObserver final : public RoutingObserver {
+ public:
+  void on_forward(std::span<const experts::Routing> routing,
+                  std::span<const RoutedToken> tokens) override {
+    (void)routing;
+    (void)tokens;
+    ++forwards;
+    seconds_pending = true;
+  }
+  void on_expert_seconds(std::span<const double> seconds_per_worker) override {
+    ++seconds_calls;
+    right_after_forward = right_after_forward && seconds_pending;
+    seconds_pending = false;
+    sizes_ok = sizes_ok && seconds_per_worker.size() == 2;
+    for (size_t w = 0; w < seconds_per_worker.size() && w < 2; ++w) {
+      total[w] += seconds_per_worker[w];
+    }
+  }
+
+  int64_t forwards = 0;
+  int64_t seconds_calls = 0;
+  bool seconds_pending = false;
+  bool right_after_forward = true;
+  bool sizes_ok = true;
+  double total[2] = {0.0, 0.0};
+};
+
+TEST_CASE("scheduler: each pass's expert worker seconds reach the routing observer",
+          "[runtime][scheduler_loop]") {
+  auto model = load_model(tiny_moe_dir() + "tiny-moe-f32.gguf", 2);
+  ModelRunner& runner = *model->runner;
+  const model::ModelSpec& spec = runner.spec();
+  // A second CPU worker on a pool of its own runs on a helper thread, concurrently with worker 0.
+  ThreadPool second_pool(1);
+  auto second = experts::CpuExpertWorker::create(spec, *model->checkpoint.weights, &second_pool,
+                                                 kernels::MatmulActivations::kQ8_0);
+  REQUIRE(second.ok());
+  experts::ExpertMap map = experts::ExpertMap::uniform(spec.n_layers, spec.n_experts, 0);
+  for (size_t l = 0; l < spec.n_layers; ++l) {
+    for (size_t e = 0; e < spec.n_experts; e += 2) map.set(l, e, 1);
+  }
+  REQUIRE(runner.set_expert_workers({&runner.cpu_worker(), second->get()}, map).ok());
+
+  RecordingObserver observer;
+  SchedulerOptions options;
+  options.limits = small_limits();
+  options.routing_observer = &observer;
+  auto created = Scheduler::create(std::move(model->runner), options);
+  REQUIRE(created.ok());
+  std::unique_ptr<Scheduler> scheduler = std::move(created).value();
+  REQUIRE(scheduler->start().ok());
+  auto h = scheduler->submit(greedy_request("timed", fox_tokens(), 4));
+  REQUIRE(h.ok());
+  const Outcome o = collect(h.value());
+  REQUIRE(o.finals == 1);
+  CHECK(o.reason == FinishReason::kLength);
+  scheduler->stop();  // joins the loop: the observer's fields are ours now
+  const int64_t steps = scheduler->load().steps;
+  CHECK(steps >= 2);  // the prefill, then decode passes
+  scheduler.reset();  // before the workers it uses go away
+
+  CHECK(observer.forwards == steps);
+  CHECK(observer.seconds_calls == observer.forwards);
+  CHECK(observer.right_after_forward);
+  CHECK(observer.sizes_ok);
+  CHECK(observer.total[0] > 0.0);
+  CHECK(observer.total[1] > 0.0);
 }
 
 }  // namespace

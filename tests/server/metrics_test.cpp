@@ -18,23 +18,12 @@
 #include <vector>
 
 #include "tandem/build_info.h"
+#include "tests/server/metrics_text.h"
 
 namespace tandem::server {
 namespace {
 
-// The value of the sample whose name-and-labels part is exactly `series` (as the exposition
-// format writes it: labels sorted, values quoted), or nullopt when there is no such line.
-std::optional<double> sample(const std::string& text, const std::string& series) {
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ') {
-      return std::stod(line.substr(series.size() + 1));
-    }
-  }
-  return std::nullopt;
-}
+using testing::sample;
 
 std::unique_ptr<ServerMetrics> make_metrics(const std::string& host, int port) {
   Result<std::unique_ptr<ServerMetrics>> created = ServerMetrics::create(host, port);

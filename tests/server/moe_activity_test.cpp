@@ -1,9 +1,10 @@
 // Tests of MoeActivity: live counts, per-request GPU/CPU counters under a split placement,
-// finished-request eviction and merged = loaded + live. Expected values are worked out by hand
-// from the hand-made routings below.
+// finished-request eviction, merged = loaded + live and expert seconds per device. Expected values
+// are worked out by hand from the hand-made routings below.
 #include "server/moe_activity.h"
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -221,6 +222,34 @@ TEST_CASE("MoeActivity merged = loaded + live; refuses a mismatched placement or
       MoeActivity::create(test_model(), std::nullopt, DeviceMap({0, 2}, 8));
   REQUIRE_FALSE(wrong_width.ok());
   CHECK(wrong_width.status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("MoeActivity sums expert worker seconds: worker 0 as CPU, the others as GPU",
+          "[server]") {
+  std::unique_ptr<MoeActivity> activity = make_activity();
+  CHECK(activity->expert_nanoseconds(false) == 0);
+  CHECK(activity->expert_nanoseconds(true) == 0);
+  // Binary fractions of a second: exact in nanoseconds.
+  activity->on_expert_seconds(std::vector<double>{0.25, 0.5});
+  CHECK(activity->expert_nanoseconds(false) == 250'000'000);
+  CHECK(activity->expert_nanoseconds(true) == 500'000'000);
+  activity->on_expert_seconds(std::vector<double>{0.125});             // no GPU worker
+  activity->on_expert_seconds(std::vector<double>{0.0, 0.125, 0.25});  // two GPU workers
+  CHECK(activity->expert_nanoseconds(false) == 375'000'000);
+  CHECK(activity->expert_nanoseconds(true) == 875'000'000);
+  // Bad entries are dropped one by one; the good ones of the same pass still count.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  activity->on_expert_seconds(std::vector<double>{-1.0, nan, 0.125});
+  activity->on_expert_seconds(std::vector<double>{nan, inf, 1e300});
+  activity->on_expert_seconds(std::vector<double>{});
+  CHECK(activity->expert_nanoseconds(false) == 375'000'000);
+  CHECK(activity->expert_nanoseconds(true) == 1'000'000'000);
+  // Seconds say nothing about pairs, and pairs nothing about seconds.
+  CHECK(activity->expert_pairs(false) == 0);
+  CHECK(activity->expert_pairs(true) == 0);
+  first_forward(*activity, "a", "b");
+  CHECK(activity->expert_nanoseconds(false) == 375'000'000);
 }
 
 }  // namespace
