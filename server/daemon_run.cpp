@@ -143,6 +143,9 @@ int run_daemon(config::Config config, const std::string& executable_path) {
     spdlog::error("cannot start: {}", engine.status().to_string());
     return kExitFailure;
   }
+  const placement::GpuMemoryDemand& on_gpu = engine->gpu.allocated;
+  (*metrics)->set_gpu_memory(
+      {on_gpu.experts, on_gpu.expert_scratch, on_gpu.dense, on_gpu.kv, on_gpu.dense_scratch});
   context.scheduler = engine->scheduler.get();
   context.tokenizer = engine->tokenizer.get();
   context.model = engine->info;

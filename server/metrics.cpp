@@ -161,6 +161,15 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                         .Help("Fraction of routed token-expert pairs whose expert is on the GPU.")
                         .Register(r)
                         .Add({});
+  auto& gpu_memory = prometheus::BuildGauge()
+                         .Name("tandem_gpu_memory_bytes")
+                         .Help(
+                             "GPU memory allocated at start, by part (experts, expert_scratch, "
+                             "dense_weights, kv_cache, dense_scratch).")
+                         .Register(r);
+  for (size_t i = 0; i < kGpuMemoryParts.size(); ++i) {
+    gpu_memory_[i] = &gpu_memory.Add({{"part", std::string(kGpuMemoryParts[i])}});
+  }
   serving_ = &prometheus::BuildGauge()
                   .Name("tandem_serving")
                   .Help("1 while the server accepts requests, 0 while starting or draining.")
@@ -262,6 +271,10 @@ void ServerMetrics::observe_request_duration(double seconds) {
 
 void ServerMetrics::set_kv_usage(double fraction) {
   if (!std::isnan(fraction)) kv_usage_->Set(clamp_unit(fraction));
+}
+
+void ServerMetrics::set_gpu_memory(const std::array<uint64_t, kGpuMemoryParts.size()>& bytes) {
+  for (size_t i = 0; i < bytes.size(); ++i) gpu_memory_[i]->Set(static_cast<double>(bytes[i]));
 }
 
 void ServerMetrics::set_kv_blocks(int64_t used, int64_t total) {

@@ -38,6 +38,9 @@ class ServerMetrics {
   // clang-format on
   // The devices counted by add_expert_tokens(); anything else counts as "other".
   static constexpr std::array<std::string_view, 3> kDevices = {"cpu", "gpu", "other"};
+  // The parts of tandem_gpu_memory_bytes, in placement::GpuMemoryDemand's order.
+  static constexpr std::array<std::string_view, 5> kGpuMemoryParts = {
+      "experts", "expert_scratch", "dense_weights", "kv_cache", "dense_scratch"};
 
   // port > 0: starts an HTTP listener on host:port serving GET /metrics (Prometheus text format),
   // with its own two threads. host is an IPv4 address or a host name ("0.0.0.0" = every
@@ -81,6 +84,9 @@ class ServerMetrics {
   void add_expert_tokens(std::string_view device, int64_t token_expert_pairs, double seconds);
   // tandem_gpu_expert_hit_ratio, clamped to 0..1; NaN is ignored.
   void set_gpu_hit_rate(double fraction);
+  // tandem_gpu_memory_bytes{part}: device bytes tandemd allocated at start, by part (indexed as
+  // kGpuMemoryParts); all 0 when nothing runs on the GPU. Set once after start-up.
+  void set_gpu_memory(const std::array<uint64_t, kGpuMemoryParts.size()>& bytes);
   // tandem_serving: 1 while the server accepts requests, 0 before start-up ends and while it
   // drains.
   void set_serving(bool serving);
@@ -106,6 +112,7 @@ class ServerMetrics {
   std::array<prometheus::Counter*, kDevices.size()> expert_tokens_{};
   std::array<prometheus::Counter*, kDevices.size()> expert_seconds_{};
   prometheus::Gauge* gpu_hit_ratio_ = nullptr;
+  std::array<prometheus::Gauge*, kGpuMemoryParts.size()> gpu_memory_{};
   prometheus::Gauge* serving_ = nullptr;
 
   std::unique_ptr<CivetCallbacks> callbacks_;

@@ -102,6 +102,7 @@ TEST_CASE("a new ServerMetrics exposes every metric at its starting value", "[se
         "tandem_kv_cache_blocks{state=\"total\"}", "tandem_expert_tokens_total{device=\"cpu\"}",
         "tandem_expert_tokens_total{device=\"gpu\"}", "tandem_expert_seconds_total{device=\"cpu\"}",
         "tandem_expert_seconds_total{device=\"gpu\"}", "tandem_gpu_expert_hit_ratio",
+        "tandem_gpu_memory_bytes{part=\"experts\"}", "tandem_gpu_memory_bytes{part=\"kv_cache\"}",
         "tandem_serving"}) {
     INFO(series);
     CHECK(sample(text, series) == 0);
@@ -142,6 +143,7 @@ TEST_CASE("every update shows in the text", "[server][metrics]") {
   metrics->add_expert_tokens("gpu", 3000, 0.25);
   metrics->add_expert_tokens("cpu", 24, 0.25);
   metrics->set_gpu_hit_rate(0.75);
+  metrics->set_gpu_memory({3ull << 30, 64ull << 20, 512ull << 20, 1ull << 30, 0});
   metrics->set_serving(true);
 
   const std::string text = metrics->text();
@@ -176,6 +178,11 @@ TEST_CASE("every update shows in the text", "[server][metrics]") {
   CHECK(sample(text, "tandem_kv_cache_usage_ratio") == 0.375);
   CHECK(sample(text, "tandem_kv_cache_blocks{state=\"used\"}") == 96);
   CHECK(sample(text, "tandem_kv_cache_blocks{state=\"total\"}") == 256);
+  CHECK(sample(text, "tandem_gpu_memory_bytes{part=\"experts\"}") == 3.0 * (1 << 30));
+  CHECK(sample(text, "tandem_gpu_memory_bytes{part=\"expert_scratch\"}") == 64.0 * (1 << 20));
+  CHECK(sample(text, "tandem_gpu_memory_bytes{part=\"dense_weights\"}") == 512.0 * (1 << 20));
+  CHECK(sample(text, "tandem_gpu_memory_bytes{part=\"kv_cache\"}") == 1.0 * (1 << 30));
+  CHECK(sample(text, "tandem_gpu_memory_bytes{part=\"dense_scratch\"}") == 0);
   CHECK(sample(text, "tandem_expert_tokens_total{device=\"cpu\"}") == 1024);
   CHECK(sample(text, "tandem_expert_tokens_total{device=\"gpu\"}") == 3000);
   CHECK(sample(text, "tandem_expert_seconds_total{device=\"cpu\"}") == 0.75);
