@@ -9,6 +9,7 @@
 #include "engine/base/byte_text.h"
 #include "engine/experts/moe_layer.h"
 #include "engine/placement/expert_sizes.h"
+#include "server/gpu_self_check.h"
 
 #if defined(TANDEM_WITH_CUDA)
 #include "engine/experts/cuda_expert_worker.h"
@@ -168,6 +169,8 @@ Result<GpuServing> attach_gpu(const config::Config& config, const model::Checkpo
   spdlog::info("GPU plan on {}: {}", probe.label, placement::format_gpu_demand(demand));
 
   runtime::ModelRunner& runner = scheduler.runner();
+  // The probe on the CPU alone first: the reference of the self-check below.
+  TANDEM_ASSIGN_OR_RETURN(const std::vector<float> cpu_probe, run_probe(runner, nullptr));
   if (n_gpu_experts > 0) {
     experts::ExpertMap experts_map =
         experts::ExpertMap::uniform(checkpoint.weights->layers.size(), spec.n_experts, 0);
@@ -199,6 +202,13 @@ Result<GpuServing> attach_gpu(const config::Config& config, const model::Checkpo
   }
   serving.device_label = probe.label;
   serving.dense_on_gpu = probe.dense_on_gpu;
+  TANDEM_ASSIGN_OR_RETURN(const std::vector<float> gpu_probe,
+                          run_probe(runner, probe.dense_on_gpu ? &scheduler.kv_pool() : nullptr));
+  const std::string what = std::to_string(n_gpu_experts) + " experts" +
+                           (probe.dense_on_gpu ? " and the dense parts" : "");
+  TANDEM_RETURN_IF_ERROR(check_probe(cpu_probe, gpu_probe, what));
+  spdlog::info("GPU self-check: {} probe logits within {:.2e} (relative L2) of the CPU's",
+               gpu_probe.size(), relative_error(cpu_probe, gpu_probe));
   spdlog::info("GPU allocated on {}: {}", probe.label,
                placement::format_gpu_demand(serving.allocated));
   return serving;

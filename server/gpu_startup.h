@@ -61,8 +61,10 @@ struct GpuServing {
 // allocation), then creates the CUDA expert worker for the placement's GPU experts (worker 1 of
 // the runner's expert map, scratch reserved for runtime.max_batch_tokens) and, when
 // probe.dense_on_gpu, the CUDA dense executor over the scheduler's KV pool. Nothing to do (an
-// empty GpuServing) without GPU experts and with dense parts on the CPU. Call after the scheduler
-// is created and before it starts. In a build without CUDA a GPU demand is FAILED_PRECONDITION.
+// empty GpuServing) without GPU experts and with dense parts on the CPU. Then the self-check
+// (gpu_self_check.h): the start-up probe's logits with the GPU attached must match the CPU's
+// (FAILED_PRECONDITION naming the error otherwise). Call after the scheduler is created and
+// before it starts. In a build without CUDA a GPU demand is FAILED_PRECONDITION.
 Result<GpuServing> attach_gpu(const config::Config& config, const model::Checkpoint& checkpoint,
                               const placement::StartupPlacement& planned, const GpuProbe& probe,
                               runtime::Scheduler& scheduler);

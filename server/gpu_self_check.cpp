@@ -1,0 +1,71 @@
+// run_probe / relative_error / check_probe: the start-up comparison of the GPU path with the CPU.
+#include "server/gpu_self_check.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "engine/runtime/kv_block_allocator.h"
+
+namespace tandem::server {
+
+Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPool* pool) {
+  std::vector<int32_t> ids(kProbeTokens);
+  const size_t vocab = runner.n_vocab();
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+
+  std::unique_ptr<runtime::KvBlockAllocator> allocator;
+  std::unique_ptr<runtime::KvCache> cache;
+  if (pool == nullptr) {
+    cache = runner.new_kv_cache(kProbeTokens);
+  } else {
+    const int64_t block_tokens = static_cast<int64_t>(pool->block_tokens());
+    const int64_t per_token =
+        static_cast<int64_t>(2 * pool->n_layers() * pool->kv_dim() * sizeof(float));
+    runtime::KvBlockConfig config;
+    config.block_tokens = block_tokens;
+    config.bytes_per_token = per_token;
+    // An allocator over the whole pool (PagedKvCache requires the pool's block count); the probe
+    // takes its first blocks.
+    config.budget_bytes = static_cast<int64_t>(pool->n_blocks()) * block_tokens * per_token;
+    TANDEM_ASSIGN_OR_RETURN(runtime::KvBlockAllocator a, runtime::KvBlockAllocator::create(config));
+    allocator = std::make_unique<runtime::KvBlockAllocator>(std::move(a));
+    cache =
+        std::make_unique<runtime::PagedKvCache>(*pool, *allocator, runtime::SeqId{1}, kProbeTokens);
+  }
+  runtime::ForwardOutput out;
+  const runtime::SequenceInput seq{cache.get(), ids, 0, runtime::LogitsWanted::kAll};
+  TANDEM_RETURN_IF_ERROR(runner.forward({&seq, 1}, out));
+  cache.reset();  // frees its blocks before the allocator goes
+  return std::move(out.logits);
+}
+
+double relative_error(std::span<const float> want, std::span<const float> got) {
+  if (want.size() != got.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0.0;
+  double norm = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    const double d = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+    diff += d * d;
+    norm += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+  }
+  if (diff == 0.0) return 0.0;
+  return norm == 0.0 ? std::numeric_limits<double>::infinity() : std::sqrt(diff / norm);
+}
+
+Status check_probe(std::span<const float> cpu, std::span<const float> gpu,
+                   const std::string& what) {
+  const double err = relative_error(cpu, gpu);
+  if (err <= kProbeTolerance) return Status();
+  std::ostringstream msg;
+  msg << "GPU self-check failed: with " << what << " on the GPU the start-up probe's logits differ "
+      << "from the CPU's by " << err << " (relative L2; at most " << kProbeTolerance
+      << " is accepted). The GPU path computes wrong results on this machine; run "
+         "scripts/gpu-check.sh and report it, and meanwhile set runtime.dense_device: cpu and/or "
+         "placement.num_gpu_experts: 0";
+  return failed_precondition_error(msg.str());
+}
+
+}  // namespace tandem::server

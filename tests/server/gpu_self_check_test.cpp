@@ -1,0 +1,93 @@
+// The start-up GPU self-check: relative_error, check_probe's verdict and message, and run_probe
+// through a runner with a dense executor (the host test double standing in for the GPU: its
+// logits equal the CPU path's bit for bit, so the probe must measure exactly 0).
+#include "server/gpu_self_check.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/checkpoint.h"
+#include "tests/runtime/host_dense_executor.h"
+#include "tests/runtime/paged_pool.h"
+
+namespace tandem::server {
+namespace {
+
+const std::string kDemo = std::string(TANDEM_SOURCE_DIR) + "/models/demo/demo-moe-q8_0.gguf";
+
+TEST_CASE("relative_error is the relative L2 distance, infinite for non-finite values",
+          "[server][gpu][self_check]") {
+  const std::vector<float> want{3.0f, 4.0f};
+  CHECK(relative_error(want, want) == 0.0);
+  CHECK(relative_error(want, std::vector<float>{3.0f, 4.5f}) == Approx(0.1));
+  CHECK(relative_error(want, std::vector<float>{3.0f}) == std::numeric_limits<double>::infinity());
+  CHECK(relative_error(want, std::vector<float>{3.0f, std::nanf("")}) ==
+        std::numeric_limits<double>::infinity());
+  CHECK(relative_error(want, std::vector<float>{3.0f, INFINITY}) ==
+        std::numeric_limits<double>::infinity());
+  CHECK(relative_error(std::vector<float>{0.0f}, std::vector<float>{1.0f}) ==
+        std::numeric_limits<double>::infinity());
+  CHECK(relative_error(std::vector<float>{}, std::vector<float>{}) == 0.0);
+}
+
+TEST_CASE("check_probe accepts rounding and refuses a wrong GPU path, saying what to turn off",
+          "[server][gpu][self_check]") {
+  const std::vector<float> cpu{1.0f, -2.0f, 3.0f, 0.5f};
+  std::vector<float> close = cpu;
+  close[2] += 0.01f;  // 0.26 % relative
+  CHECK(check_probe(cpu, close, "16 experts").ok());
+  std::vector<float> wrong = cpu;
+  wrong[1] = 2.0f;
+  const Status refused = check_probe(cpu, wrong, "16 experts and the dense parts");
+  REQUIRE(refused.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(refused.message(), Catch::Contains("GPU self-check failed"));
+  CHECK_THAT(refused.message(), Catch::Contains("16 experts and the dense parts"));
+  CHECK_THAT(refused.message(), Catch::Contains("runtime.dense_device: cpu"));
+  CHECK_THAT(refused.message(), Catch::Contains("placement.num_gpu_experts: 0"));
+  std::vector<float> nan = cpu;
+  nan[0] = std::nanf("");
+  CHECK_FALSE(check_probe(cpu, nan, "x").ok());
+}
+
+TEST_CASE("run_probe through a dense executor on a borrowed pool matches the CPU exactly",
+          "[server][gpu][self_check]") {
+  Result<model::Checkpoint> checkpoint = model::open_model(kDemo);
+  REQUIRE(checkpoint.ok());
+  Result<std::unique_ptr<runtime::ModelRunner>> runner =
+      runtime::ModelRunner::create(*checkpoint->spec, *checkpoint->weights, {});
+  REQUIRE(runner.ok());
+  runtime::ModelRunner& r = **runner;
+
+  const Result<std::vector<float>> cpu = run_probe(r, nullptr);
+  REQUIRE(cpu.ok());
+  REQUIRE(cpu->size() == kProbeTokens * r.n_vocab());
+  const Result<std::vector<float>> again = run_probe(r, nullptr);
+  REQUIRE(again.ok());
+  CHECK(relative_error(*cpu, *again) == 0.0);
+
+  // A pool of 3-position blocks, as the scheduler's would be before it admits anything.
+  runtime::testing::PagedPool pool = runtime::testing::make_pool(r, 3, 64);
+  auto executor = std::make_unique<runtime::testing::HostDenseExecutor>(
+      r.spec(), r.prepared_weights(), *pool.pool, kernels::MatmulActivations::kQ8_0, 64);
+  runtime::testing::HostDenseExecutor* host = executor.get();
+  REQUIRE(r.set_dense_executor(std::move(executor)).ok());
+  const Result<std::vector<float>> dense = run_probe(r, pool.pool.get());
+  REQUIRE(dense.ok());
+  CHECK(host->passes == 1);
+  CHECK(relative_error(*cpu, *dense) == 0.0);
+  CHECK(check_probe(*cpu, *dense, "the dense parts").ok());
+
+  // The executor refuses a private dense cache, and its errors reach the caller.
+  CHECK(run_probe(r, nullptr).status().code() == StatusCode::kInvalidArgument);
+  host->fail_at = "begin";
+  CHECK(run_probe(r, pool.pool.get()).status().code() == StatusCode::kInternal);
+  REQUIRE(r.set_dense_executor(nullptr).ok());
+}
+
+}  // namespace
+}  // namespace tandem::server
