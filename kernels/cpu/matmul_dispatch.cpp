@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
+
+#include <spdlog/spdlog.h>
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/float_convert.h"
@@ -119,7 +122,18 @@ struct Active {
   std::atomic<MatmulVariant> variant;
   std::atomic<const detail::MatmulKernels*> table;
   Active() {
-    const MatmulVariant v = matmul_variant_for_setting(std::getenv("TANDEM_CPU_KERNELS"));
+    const char* setting = std::getenv("TANDEM_CPU_KERNELS");
+    const MatmulVariant v = matmul_variant_for_setting(setting);
+    if (setting != nullptr) {
+      const std::string_view name(setting);
+      if (name != "scalar" && name != "avx2" && name != "avx512") {
+        spdlog::warn("TANDEM_CPU_KERNELS='{}' is not one of scalar, avx2, avx512: using {}", name,
+                     matmul_variant_name(v));
+      } else if (name != "scalar" && !name.starts_with(matmul_variant_name(v).substr(0, 4))) {
+        spdlog::warn("TANDEM_CPU_KERNELS={}: this CPU cannot run it; using {}", name,
+                     matmul_variant_name(v));
+      }
+    }
     variant.store(v);
     table.store(&table_of(v));
   }

@@ -24,7 +24,8 @@ MatmulVariant best_matmul_variant();
 // The variant matmul uses now. Chosen once, on first use: the best supported one, or the one the
 // environment variable TANDEM_CPU_KERNELS names ("scalar", "avx2", "avx512"; "avx512" means the
 // best AVX-512 variant). A name the CPU cannot run falls back to the best supported variant at or
-// below it (avx512 -> avx2 -> scalar); an unknown name is ignored (best variant). Thread-safe.
+// below it (avx512 -> avx2 -> scalar); an unknown name is ignored (best variant). Either is logged
+// as a warning when the choice is made. Thread-safe.
 MatmulVariant active_matmul_variant();
 
 // The variant a TANDEM_CPU_KERNELS value selects on this CPU (nullptr: unset), by the rules above.
