@@ -22,19 +22,12 @@ Status GpuDense::attach(ModelSession& session, bool enabled, size_t positions,
 #if defined(TANDEM_WITH_CUDA)
   runtime::ModelRunner& runner = *session.runner;
   const model::ModelSpec& spec = *session.checkpoint.spec;
-  constexpr int64_t kBlockTokens = 16;
-  const int64_t per_token = static_cast<int64_t>(2 * spec.n_layers * spec.kv_dim() * sizeof(float));
-  const int64_t blocks = (static_cast<int64_t>(positions) + kBlockTokens - 1) / kBlockTokens;
-  runtime::KvBlockConfig kv;
-  kv.block_tokens = kBlockTokens;
-  kv.bytes_per_token = per_token;
-  kv.budget_bytes = blocks * kBlockTokens * per_token;
-  TANDEM_ASSIGN_OR_RETURN(runtime::KvBlockAllocator allocator,
-                          runtime::KvBlockAllocator::create(kv));
+  constexpr size_t kBlockTokens = 16;
+  const size_t blocks = (positions + kBlockTokens - 1) / kBlockTokens;
+  TANDEM_ASSIGN_OR_RETURN(
+      pool_, runtime::KvPool::create(spec.n_layers, spec.kv_dim(), kBlockTokens, blocks));
+  TANDEM_ASSIGN_OR_RETURN(runtime::KvBlockAllocator allocator, runtime::make_allocator_for(*pool_));
   allocator_ = std::make_unique<runtime::KvBlockAllocator>(std::move(allocator));
-  TANDEM_ASSIGN_OR_RETURN(pool_, runtime::KvPool::create(spec.n_layers, spec.kv_dim(),
-                                                         static_cast<size_t>(kBlockTokens),
-                                                         static_cast<size_t>(blocks)));
   runtime::CudaDenseOptions options;
   options.device = 0;
   options.max_batch_tokens = max_batch_tokens;

@@ -6,8 +6,6 @@
 #include <memory>
 #include <sstream>
 
-#include "engine/runtime/kv_block_allocator.h"
-
 namespace tandem::server {
 
 Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPool* pool) {
@@ -20,16 +18,8 @@ Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPo
   if (pool == nullptr) {
     cache = runner.new_kv_cache(kProbeTokens);
   } else {
-    const int64_t block_tokens = static_cast<int64_t>(pool->block_tokens());
-    const int64_t per_token =
-        static_cast<int64_t>(2 * pool->n_layers() * pool->kv_dim() * sizeof(float));
-    runtime::KvBlockConfig config;
-    config.block_tokens = block_tokens;
-    config.bytes_per_token = per_token;
-    // An allocator over the whole pool (PagedKvCache requires the pool's block count); the probe
-    // takes its first blocks.
-    config.budget_bytes = static_cast<int64_t>(pool->n_blocks()) * block_tokens * per_token;
-    TANDEM_ASSIGN_OR_RETURN(runtime::KvBlockAllocator a, runtime::KvBlockAllocator::create(config));
+    // The probe takes the first blocks of the (not yet used) pool.
+    TANDEM_ASSIGN_OR_RETURN(runtime::KvBlockAllocator a, runtime::make_allocator_for(*pool));
     allocator = std::make_unique<runtime::KvBlockAllocator>(std::move(a));
     cache =
         std::make_unique<runtime::PagedKvCache>(*pool, *allocator, runtime::SeqId{1}, kProbeTokens);

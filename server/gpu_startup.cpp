@@ -36,6 +36,19 @@ size_t most_gpu_experts_in_a_layer(const placement::DeviceMap& map) {
   }
   return most;
 }
+
+// Adds what the CUDA dense executor would allocate (weights, KV mirror of `kv`, scratch for
+// `tokens` tokens) to `demand`.
+Status add_dense_demand(const model::Checkpoint& checkpoint, const runtime::KvGeometry& kv,
+                        size_t tokens, placement::GpuMemoryDemand& demand) {
+  TANDEM_ASSIGN_OR_RETURN(
+      const runtime::CudaDenseBytes dense,
+      runtime::estimate_cuda_dense_bytes(*checkpoint.spec, *checkpoint.weights, kv, tokens));
+  demand.dense = dense.dense_weights;
+  demand.kv = dense.kv;
+  demand.dense_scratch = dense.scratch;
+  return Status();
+}
 #endif
 
 }  // namespace
@@ -113,12 +126,7 @@ Result<placement::GpuMemoryDemand> gpu_fixed_demand(const config::Config& config
     const uint64_t block_bytes =
         uint64_t{2} * kv.n_layers * kv.kv_dim * sizeof(float) * kv.block_tokens;
     kv.n_blocks = block_bytes == 0 ? 0 : config.runtime.kv_cache_bytes / block_bytes;
-    TANDEM_ASSIGN_OR_RETURN(
-        runtime::CudaDenseBytes dense,
-        runtime::estimate_cuda_dense_bytes(spec, *checkpoint.weights, kv, tokens));
-    demand.dense = dense.dense_weights;
-    demand.kv = dense.kv;
-    demand.dense_scratch = dense.scratch;
+    TANDEM_RETURN_IF_ERROR(add_dense_demand(checkpoint, kv, tokens, demand));
   }
 #else
   (void)config;
@@ -146,15 +154,9 @@ Result<GpuServing> attach_gpu(const config::Config& config, const model::Checkpo
   placement::GpuMemoryDemand demand;
   if (probe.dense_on_gpu) {
     const runtime::KvPool& pool = scheduler.kv_pool();
-    const runtime::KvGeometry kv{pool.n_layers(), pool.kv_dim(), pool.block_tokens(),
-                                 pool.n_blocks()};
-    TANDEM_ASSIGN_OR_RETURN(
-        runtime::CudaDenseBytes dense,
-        runtime::estimate_cuda_dense_bytes(spec, *checkpoint.weights, kv,
-                                           static_cast<size_t>(config.runtime.max_batch_tokens)));
-    demand.dense = dense.dense_weights;
-    demand.kv = dense.kv;
-    demand.dense_scratch = dense.scratch;
+    TANDEM_RETURN_IF_ERROR(add_dense_demand(
+        checkpoint, {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks()},
+        static_cast<size_t>(config.runtime.max_batch_tokens), demand));
   }
   demand.experts = placement::gpu_expert_bytes(map, sizes);
   demand.n_experts = n_gpu_experts;

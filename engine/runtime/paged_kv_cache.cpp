@@ -50,6 +50,17 @@ Result<std::unique_ptr<KvPool>> KvPool::create(size_t n_layers, size_t kv_dim, s
       new KvPool(n_layers, kv_dim, block_tokens, n_blocks, total, std::move(data)));
 }
 
+Result<KvBlockAllocator> make_allocator_for(const KvPool& pool) {
+  TANDEM_ASSIGN_OR_RETURN(const int64_t per_token,
+                          kv_bytes_per_token(static_cast<int64_t>(pool.n_layers()), 1,
+                                             static_cast<int64_t>(pool.kv_dim()), sizeof(float)));
+  KvBlockConfig config;
+  config.block_tokens = static_cast<int64_t>(pool.block_tokens());
+  config.bytes_per_token = per_token;
+  config.budget_bytes = static_cast<int64_t>(pool.n_blocks()) * config.block_tokens * per_token;
+  return KvBlockAllocator::create(config);
+}
+
 KvPool::KvPool(size_t n_layers, size_t kv_dim, size_t block_tokens, size_t n_blocks, size_t total,
                std::unique_ptr<float[]> data)
     : n_layers_(n_layers),

@@ -68,6 +68,10 @@ class KvPool {
   CopyHook copy_hook_;
 };
 
+// A KvBlockAllocator over every block of `pool` (its block size and count, as PagedKvCache
+// requires), for callers that own a pool outside a Scheduler. The allocator's errors.
+Result<KvBlockAllocator> make_allocator_for(const KvPool& pool);
+
 // One sequence's KV cache in the pool: position p lives in block table[p / block_tokens]. The
 // allocator's block table for `seq` is the source of truth: prepare_write grows it (taking free
 // blocks, all or nothing) and performs the copy-on-write copies the allocator reports, so blocks

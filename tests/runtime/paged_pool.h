@@ -24,15 +24,10 @@ inline PagedPool make_pool(const ModelRunner& runner, size_t block_tokens, size_
                            size_t kv_dim = 0) {
   const auto probe = runner.new_kv_cache(1);
   if (kv_dim == 0) kv_dim = probe->kv_dim();
-  const auto per_token = kv_bytes_per_token(static_cast<int64_t>(probe->n_layers()), 1,
-                                            static_cast<int64_t>(kv_dim), sizeof(float));
-  REQUIRE(per_token.ok());
-  auto allocator =
-      KvBlockAllocator::create({static_cast<int64_t>(n_blocks * block_tokens) * *per_token,
-                                static_cast<int64_t>(block_tokens), *per_token});
-  REQUIRE(allocator.ok());
   auto pool = KvPool::create(probe->n_layers(), kv_dim, block_tokens, n_blocks);
   REQUIRE(pool.ok());
+  auto allocator = make_allocator_for(**pool);
+  REQUIRE(allocator.ok());
   return PagedPool{std::move(pool).value(),
                    std::make_unique<KvBlockAllocator>(std::move(allocator).value())};
 }
