@@ -6,12 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_bandwidth.h"
 #include "cli/bench_concurrency.h"
 #include "cli/bench_gpu_dense.h"
 #include "cli/bench_gpu_experts.h"
 #include "cli/commands.h"
 #include "cli/model_session.h"
 #include "engine/experts/moe_layer_timings.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_dispatch.h"
 
 namespace tandem::cli {
@@ -166,9 +168,13 @@ int run_bench(std::span<char*> args) {
   }
   const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
   runner.set_moe_timings(nullptr);
+  const double bandwidth = measure_read_bandwidth(runner.pool(), uint64_t{1} << 30, 3);
   std::printf("model %s, %zu threads, matmul kernels %s\n", model_path.c_str(),
               runner.pool().n_threads(),
               std::string(kernels::active_matmul_variant_name()).c_str());
+  std::printf("cpu: %s; measured read bandwidth %.1f GB/s (%zu threads, 1 GiB)\n",
+              kernels::cpu_features_string(kernels::cpu_features()).c_str(), bandwidth / 1e9,
+              runner.pool().n_threads());
   if (gpu->worker != nullptr) {
     std::printf("gpu experts: %llu on CUDA device 0, %.1f MiB of device memory\n",
                 static_cast<unsigned long long>(gpu->n_experts),
@@ -185,8 +191,13 @@ int run_bench(std::span<char*> args) {
   std::printf("prefill: %d tokens in %.3f s = %.1f tokens/s\n", prompt_tokens, prefill_s,
               prompt_tokens / std::max(prefill_s, 1e-9));
   if (gen_tokens > 0) {
-    std::printf("decode:  %d tokens in %.3f s = %.1f tokens/s\n", gen_tokens, decode_s,
-                gen_tokens / std::max(decode_s, 1e-9));
+    const double tps = gen_tokens / std::max(decode_s, 1e-9);
+    const double bytes = static_cast<double>(decode_weight_bytes(**session));
+    std::printf("decode:  %d tokens in %.3f s = %.1f tokens/s\n", gen_tokens, decode_s, tps);
+    std::printf(
+        "decode reads %.3f GB of weights per token: %.1f GB/s = %.0f %% of the measured "
+        "bandwidth\n",
+        bytes / 1e9, bytes * tps / 1e9, 100.0 * bytes * tps / bandwidth);
   }
   if (profile) {
     const char* second = gpu->worker != nullptr ? "gpu" : "cpu2";

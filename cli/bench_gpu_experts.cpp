@@ -73,7 +73,7 @@ Result<SplitCpuExperts> attach_split_cpu_experts(ModelSession& session, int64_t 
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<experts::CpuExpertWorker> cpu,
       experts::CpuExpertWorker::create(*session.checkpoint.spec, *session.checkpoint.weights,
-                                       out.pool.get(), kernels::MatmulActivations::kQ8_0));
+                                       out.pool.get(), kernels::MatmulActivations::kQuantized));
   for (size_t l = 0; l < map.n_layers(); ++l) {
     for (uint8_t w : map.layer(l)) out.n_experts += w == 1 ? 1 : 0;
   }

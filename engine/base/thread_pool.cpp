@@ -1,9 +1,36 @@
-// ThreadPool: fixed workers, chunked parallel_for with the caller taking part.
+// ThreadPool: fixed workers that spin briefly, then sleep; chunked parallel_for with the caller
+// taking part.
 #include "engine/base/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace tandem {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until done() holds or about ThreadPool::kSpinMicros have passed; whether done() holds.
+template <typename Done>
+bool spin_until(Done done) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point limit = Clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (Clock::now() >= limit) return done();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   size_t n = n_threads > 0 ? static_cast<size_t>(n_threads) : std::thread::hardware_concurrency();
@@ -16,6 +43,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -27,35 +55,34 @@ size_t ThreadPool::grain_for(size_t n, size_t min_grain) const {
 }
 
 void ThreadPool::run_chunks() {
+  const size_t end = job_end_;
+  const size_t grain = job_grain_;
   for (;;) {
-    size_t b = 0;
-    size_t e = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (next_chunk_ >= job_end_) return;
-      b = next_chunk_;
-      e = std::min(job_end_, b + job_grain_);
-      next_chunk_ = e;
-    }
-    (*fn_)(b, e);
+    const size_t b = next_chunk_.fetch_add(grain, std::memory_order_relaxed);
+    if (b >= end) return;
+    (*fn_)(b, std::min(end, b + grain));
   }
 }
 
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
       std::unique_lock<std::mutex> lock(mutex_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      ++sleeping_;
+      start_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      --sleeping_;
     }
-    run_chunks();
+    seen = generation_.load(std::memory_order_acquire);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      --busy_workers_;
+      if (stop_) return;
     }
-    done_cv_.notify_one();
+    run_chunks();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (caller_waiting_) done_cv_.notify_one();
+    }
   }
 }
 
@@ -67,19 +94,25 @@ void ThreadPool::parallel_for(size_t begin, size_t end, size_t grain,
     for (size_t b = begin; b < end; b += grain) fn(b, std::min(end, b + grain));
     return;
   }
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
     job_end_ = end;
     job_grain_ = grain;
-    next_chunk_ = begin;
-    busy_workers_ = workers_.size();
-    ++generation_;
+    next_chunk_.store(begin, std::memory_order_relaxed);
+    pending_.store(workers_.size(), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    wake = sleeping_ != 0;
   }
-  start_cv_.notify_all();
+  if (wake) start_cv_.notify_all();
   run_chunks();
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [&] { return busy_workers_ == 0; });
+  if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    caller_waiting_ = true;
+    done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    caller_waiting_ = false;
+  }
   fn_ = nullptr;
 }
 

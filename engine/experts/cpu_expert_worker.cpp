@@ -1,11 +1,40 @@
-// CpuExpertWorker: gather -> gate/up -> silu_mul -> down -> write rows, per active expert.
+// CpuExpertWorker: a whole MoE layer's CPU share in three pool phases — gate+up (fused, SiLU·up)
+// for every (expert, row block), the hidden activations quantized once, down per (expert, row
+// block) — with each token's input quantized once per layer.
 #include "engine/experts/cpu_expert_worker.h"
 
 #include <algorithm>
+#include <string>
 
 #include "engine/base/check.h"
+#include "kernels/cpu/vector_ops.h"
 
 namespace tandem::experts {
+namespace {
+
+// Rows of one work item: gate/up rows of a (expert, block) item of phase 1, down rows of phase 3.
+// Multiples of 16 (the widest SIMD row group); small enough that a layer gives each thread many
+// items to balance with, large enough that an item's hand-off is noise.
+constexpr size_t kGateUpRows = 32;
+constexpr size_t kDownRows = 64;
+
+// Below this many pairs the quantization of the hidden activations stays on the calling thread.
+constexpr size_t kParallelQuantizeRows = 32;
+
+size_t blocks_of(size_t rows, size_t block) {
+  return (rows + block - 1) / block;
+}
+
+Status same_type(const kernels::WeightMatrix& a, const kernels::WeightMatrix& b, size_t layer,
+                 const char* what) {
+  if (a.type == b.type) return Status();
+  return unimplemented_error("layer " + std::to_string(layer) + ": routed experts mix " +
+                             std::string(tensor_type_name(a.type)) + " and " +
+                             std::string(tensor_type_name(b.type)) + " " + what +
+                             " weights; the CPU expert worker needs one type per projection");
+}
+
+}  // namespace
 
 Result<kernels::WeightMatrix> weight_matrix_of(const model::TensorInfo& tensor) {
   uint64_t rows = 0;
@@ -47,37 +76,119 @@ Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(const model::Mo
       TANDEM_ASSIGN_OR_RETURN(experts[e].gate, weight_matrix_of(lw.experts_gate.expert(e)));
       TANDEM_ASSIGN_OR_RETURN(experts[e].up, weight_matrix_of(lw.experts_up.expert(e)));
       TANDEM_ASSIGN_OR_RETURN(experts[e].down, weight_matrix_of(lw.experts_down.expert(e)));
+      const ExpertMatrices& m = experts[e];
+      if (m.gate.rows != m.up.rows || m.gate.cols != m.up.cols || m.down.cols != m.gate.rows) {
+        return invalid_argument_error("layer " + std::to_string(l) + " expert " +
+                                      std::to_string(e) + ": gate, up and down shapes disagree");
+      }
+      TANDEM_RETURN_IF_ERROR(same_type(m.gate, m.up, l, "gate and up"));
+      TANDEM_RETURN_IF_ERROR(same_type(experts[0].gate, m.gate, l, "gate"));
+      TANDEM_RETURN_IF_ERROR(same_type(experts[0].down, m.down, l, "down"));
     }
   }
   return worker;
+}
+
+void CpuExpertWorker::run_parallel(size_t n_items, const std::function<void(size_t)>& item) {
+  auto chunk = [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) item(i);
+  };
+  if (pool_ == nullptr || pool_->n_threads() == 1 || n_items == 1) {
+    chunk(0, n_items);
+    return;
+  }
+  pool_->parallel_for(0, n_items, 1, chunk);
 }
 
 Status CpuExpertWorker::run(const ExpertJob& job) {
   TANDEM_CHECK(job.layer < layers_.size() && job.groups != nullptr);
   const auto& experts = layers_[job.layer];
   const ExpertGroups& g = *job.groups;
+  const size_t n_active = g.expert_ids.size();
+  if (n_active == 0) return Status();
   const size_t hidden = job.hidden;
-  for (size_t i = 0; i < g.expert_ids.size(); ++i) {
-    const size_t e = static_cast<size_t>(g.expert_ids[i]);
-    TANDEM_CHECK(e < experts.size());
-    const ExpertMatrices& m = experts[e];
-    TANDEM_CHECK(m.gate.cols == hidden && m.down.rows == hidden);
-    const size_t begin = g.offsets[i];
-    const size_t n = g.offsets[i + 1] - begin;
-    if (gathered_.size() < n * hidden) gathered_.resize(n * hidden);
-    if (expert_out_.size() < n * hidden) expert_out_.resize(n * hidden);
-    for (size_t j = 0; j < n; ++j) {
-      const size_t token = g.pairs[begin + j] / job.k;
-      std::copy_n(job.input.data() + token * hidden, hidden, gathered_.data() + j * hidden);
-    }
-    std::span<float> out(expert_out_.data(), n * hidden);
-    swiglu_mlp(pool_, m.gate, m.up, m.down, std::span<const float>(gathered_.data(), n * hidden), n,
-               out, mode_, scratch_);
-    for (size_t j = 0; j < n; ++j) {
-      const size_t pair = g.pairs[begin + j];
-      std::copy_n(out.data() + j * hidden, hidden, job.pair_out.data() + pair * hidden);
-    }
+  const ExpertMatrices& first = experts[static_cast<size_t>(g.expert_ids[0])];
+  TANDEM_CHECK(first.gate.cols == hidden && first.down.rows == hidden);
+  const size_t ffn = first.gate.rows;
+  const size_t n_pairs = g.offsets[n_active];
+  const kernels::ActivationFormat in_format =
+      kernels::matmul_activation_format(first.gate.type, mode_);
+  const kernels::ActivationFormat mid_format =
+      kernels::matmul_activation_format(first.down.type, mode_);
+
+  // Each token's input in the gate/up format, once; then gathered per pair (a row copy).
+  kernels::quantize_activations(in_format, job.input, job.n_tokens, hidden, tokens_);
+  kernels::quantize_activations_resize(in_format, n_pairs, hidden, pair_in_);
+  for (size_t j = 0; j < n_pairs; ++j) {
+    kernels::copy_activation_row(tokens_, g.pairs[j] / job.k, pair_in_, j);
   }
+
+  // Phase 1: h[j] = silu(gate x_j) * up x_j for pair j, by (expert, block of ffn rows).
+  if (hidden_.size() < n_pairs * ffn) hidden_.resize(n_pairs * ffn);
+  const size_t up_blocks = blocks_of(ffn, kGateUpRows);
+  run_parallel(n_active * up_blocks, [&](size_t item) {
+    const size_t i = item / up_blocks;
+    const size_t r0 = (item % up_blocks) * kGateUpRows;
+    const size_t r1 = std::min(ffn, r0 + kGateUpRows);
+    const ExpertMatrices& m = experts[static_cast<size_t>(g.expert_ids[i])];
+    const size_t p0 = g.offsets[i];
+    const size_t n = g.offsets[i + 1] - p0;
+    const kernels::ActivationRows x = kernels::view_of(pair_in_, p0, p0 + n);
+    thread_local std::vector<float> up;
+    if (up.size() < n * kGateUpRows) up.resize(n * kGateUpRows);
+    float* gate = hidden_.data() + p0 * ffn + r0;
+    kernels::matmul_rows(m.gate, x, gate, ffn, r0, r1);
+    kernels::matmul_rows(m.up, x, up.data(), kGateUpRows, r0, r1);
+    for (size_t t = 0; t < n; ++t) {
+      kernels::silu_mul(std::span<const float>(gate + t * ffn, r1 - r0),
+                        std::span<const float>(up.data() + t * kGateUpRows, r1 - r0),
+                        std::span<float>(gate + t * ffn, r1 - r0));
+    }
+  });
+
+  // Phase 2: the hidden activations in the down format, once.
+  kernels::ActivationRows mid_all;
+  if (mid_format == kernels::ActivationFormat::kF32) {
+    mid_all = kernels::ActivationRows{mid_format, n_pairs, ffn, hidden_.data()};
+  } else {
+    kernels::quantize_activations_resize(mid_format, n_pairs, ffn, mid_);
+    const std::span<const float> h(hidden_.data(), n_pairs * ffn);
+    if (n_pairs < kParallelQuantizeRows) {
+      kernels::quantize_activation_rows(h, 0, n_pairs, mid_);
+    } else {
+      constexpr size_t kRowsPerItem = 8;
+      run_parallel(blocks_of(n_pairs, kRowsPerItem), [&](size_t item) {
+        kernels::quantize_activation_rows(h, item * kRowsPerItem,
+                                          std::min(n_pairs, (item + 1) * kRowsPerItem), mid_);
+      });
+    }
+    mid_all = kernels::view_of(mid_);
+  }
+
+  // Phase 3: pair_out[pair] = down h[j], by (expert, block of hidden rows), written straight into
+  // the pair's output row.
+  const size_t down_blocks = blocks_of(hidden, kDownRows);
+  run_parallel(n_active * down_blocks, [&](size_t item) {
+    const size_t i = item / down_blocks;
+    const size_t r0 = (item % down_blocks) * kDownRows;
+    const size_t r1 = std::min(hidden, r0 + kDownRows);
+    const ExpertMatrices& m = experts[static_cast<size_t>(g.expert_ids[i])];
+    const size_t p0 = g.offsets[i];
+    const size_t n = g.offsets[i + 1] - p0;
+    kernels::ActivationRows x = mid_all;
+    x.n_tokens = n;
+    if (x.f32 != nullptr) x.f32 += p0 * ffn;
+    if (x.qs != nullptr) x.qs += p0 * ffn;
+    if (x.d != nullptr) x.d += p0 * ffn / kernels::activation_block_elements(x.format);
+    if (x.bsums != nullptr) x.bsums += p0 * ffn / kernels::kQ8_KSumElements;
+    thread_local std::vector<float> out;
+    if (out.size() < n * kDownRows) out.resize(n * kDownRows);
+    kernels::matmul_rows(m.down, x, out.data(), kDownRows, r0, r1);
+    for (size_t t = 0; t < n; ++t) {
+      std::copy_n(out.data() + t * kDownRows, r1 - r0,
+                  job.pair_out.data() + static_cast<size_t>(g.pairs[p0 + t]) * hidden + r0);
+    }
+  });
   return Status();
 }
 

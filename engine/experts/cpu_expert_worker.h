@@ -1,6 +1,7 @@
 // CpuExpertWorker: the ExpertWorker that computes routed experts on the CPU with a ThreadPool.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,9 +21,16 @@ struct ExpertMatrices {
 };
 
 // Views (never copies) the routed-expert weights of every MoE layer. The ModelWeights (and the
-// checkpoint mapping behind it) and the pool must outlive the worker. Each expert's rows are one
-// matmul per projection whose W rows are split over the pool. Q8_0 weights use `mode` (the
-// engine passes kQ8_0, llama.cpp's CPU arithmetic); other types compute in float.
+// checkpoint mapping behind it) and the pool must outlive the worker. A layer's share runs as three
+// pool phases, not a fork-join per expert or per matmul: (1) every (expert, block of 32 ffn rows)
+// item computes its gate and up rows for all of the expert's tokens and SiLU(gate) * up in place;
+// (2) the hidden activations are quantized once; (3) every (expert, block of 64 hidden rows) item
+// computes its down rows and writes them into the pairs' output rows. Each token's input is
+// quantized once per layer. Weights meet activations in `mode` (the engine passes kQuantized:
+// each type's paired format, llama.cpp's CPU arithmetic). Every output element is computed by
+// one thread with the same arithmetic whatever the split, so results are bit-identical for any
+// thread count and any split of the pairs across workers. One type per projection in a layer
+// (create() refuses a mix).
 // run() is called by one thread at a time (the forward pass's, or a MoeLayer helper thread);
 // while it runs, nobody else may call parallel_for on the same pool (MoeLayer guarantees this
 // through thread_pool()).
@@ -40,13 +48,16 @@ class CpuExpertWorker final : public ExpertWorker {
 
  private:
   CpuExpertWorker() = default;
+  // item(i) for i < n_items over the pool (one item per chunk).
+  void run_parallel(size_t n_items, const std::function<void(size_t)>& item);
 
   std::vector<std::vector<ExpertMatrices>> layers_;  // empty for dense layers
   ThreadPool* pool_ = nullptr;
   kernels::MatmulActivations mode_ = kernels::MatmulActivations::kFloat;
-  MatmulScratch scratch_;
-  std::vector<float> gathered_;
-  std::vector<float> expert_out_;
+  kernels::QuantizedActivations tokens_;   // the job's inputs, one row per token
+  kernels::QuantizedActivations pair_in_;  // the same rows gathered per pair (group order)
+  std::vector<float> hidden_;              // [pairs x ffn]: silu(gate) * up
+  kernels::QuantizedActivations mid_;      // hidden_ in the down projection's format
 };
 
 // A kernel view of one model matrix (2-D [rows, cols], or 1-D [cols] as one row).

@@ -31,11 +31,11 @@ struct ExpertJob {
 
 // A worker owns (or views) the expert weights it serves. run() is called by the MoE executor
 // (MoeLayer), one call at a time per worker but possibly from a different thread than the
-// forward pass's (a helper thread of the MoeLayer) and concurrently with OTHER workers' run();
-// it must compute each expert's pairs with ONE batched
-// matmul per projection (gather rows -> gate & up -> silu_mul -> down -> write rows), and its
-// result for a pair must not depend on which other pairs or workers share the job (so splitting
-// the pairs across workers changes nothing). Errors (e.g. a device failure) come back as Status.
+// forward pass's (a helper thread of the MoeLayer) and concurrently with OTHER workers' run(); it
+// must read each active expert's weights once for all of its pairs (batched over the expert's
+// tokens, never one pass per pair), and its result for a pair must not depend on which other
+// pairs or workers share the job (so splitting the pairs across workers changes nothing). Errors
+// (e.g. a device failure) come back as Status.
 class ExpertWorker {
  public:
   virtual ~ExpertWorker() = default;

@@ -12,14 +12,16 @@ void pooled_matmul(ThreadPool* pool, const kernels::WeightMatrix& w, std::span<c
   TANDEM_CHECK(x.size() == n_tokens * w.cols);
   TANDEM_CHECK(y.size() == n_tokens * w.rows);
   if (n_tokens == 0) return;
-  const bool q8 = mode == kernels::MatmulActivations::kQ8_0 && w.type == TensorType::kQ8_0;
-  if (q8) kernels::quantize_q8_0_activations(x, n_tokens, w.cols, scratch.xq);
+  const kernels::ActivationFormat format = kernels::matmul_activation_format(w.type, mode);
+  kernels::ActivationRows xv;
+  if (format == kernels::ActivationFormat::kF32) {
+    xv = kernels::ActivationRows{format, n_tokens, w.cols, x.data()};
+  } else {
+    kernels::quantize_activations(format, x, n_tokens, w.cols, scratch.xq);
+    xv = kernels::view_of(scratch.xq);
+  }
   auto rows = [&](size_t r0, size_t r1) {
-    if (q8) {
-      kernels::matmul_rows_q8_0(w, scratch.xq, y, r0, r1);
-    } else {
-      kernels::matmul_rows(w, x, n_tokens, y, r0, r1);
-    }
+    kernels::matmul_rows(w, xv, y.data() + r0, w.rows, r0, r1);
   };
   // Below ~64K multiply-adds the hand-off costs more than it saves.
   constexpr size_t kMinParallelWork = size_t{1} << 16;

@@ -13,15 +13,15 @@ namespace tandem::experts {
 // Per-caller scratch for the pooled kernels (reused across calls to avoid allocation). Owned by
 // one thread (the pool's caller); never shared between two concurrent callers.
 struct MatmulScratch {
-  kernels::Q8_0Activations xq;
+  kernels::QuantizedActivations xq;
   std::vector<float> gate;
   std::vector<float> up;
 };
 
 // y = x · W^T (shapes as kernels::matmul) with W's rows split over `pool` (null: the calling
 // thread alone). Each y element is computed by exactly one thread with the same arithmetic as a
-// single-threaded call, so the result is bit-identical for any thread count. mode kQ8_0 applies
-// to Q8_0 weights only (x is quantized once, on the calling thread); other types take kFloat.
+// single-threaded call, so the result is bit-identical for any thread count. In mode kQuantized x
+// is quantized once, on the calling thread, to the format w's type pairs with.
 // Called from the pool's owner thread only (ThreadPool::parallel_for's rule).
 void pooled_matmul(ThreadPool* pool, const kernels::WeightMatrix& w, std::span<const float> x,
                    size_t n_tokens, std::span<float> y, kernels::MatmulActivations mode,

@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "kernels/cpu/weight_type_table.h"
+
 namespace tandem::model {
 
 // ---- ExpertWeights ---------------------------------------------------------------------------
@@ -69,24 +71,7 @@ bool is_supported_vector_type(TensorType type) {
 }
 
 bool is_supported_matrix_type(TensorType type) {
-  switch (type) {
-    case TensorType::kF32:
-    case TensorType::kF16:
-    case TensorType::kBF16:
-    case TensorType::kQ4_0:
-    case TensorType::kQ4_1:
-    case TensorType::kQ5_0:
-    case TensorType::kQ5_1:
-    case TensorType::kQ8_0:
-    case TensorType::kQ2_K:
-    case TensorType::kQ3_K:
-    case TensorType::kQ4_K:
-    case TensorType::kQ5_K:
-    case TensorType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
+  return kernels::weight_type_kernels(type) != nullptr;
 }
 
 // ---- binding ---------------------------------------------------------------------------------
@@ -219,7 +204,8 @@ class Binder {
     const bool ok = matrix ? is_supported_matrix_type(t->type) : is_supported_vector_type(t->type);
     if (!ok) {
       problem(t->name + ": type " + std::string(tensor_type_name(t->type)) + " is not supported" +
-              (matrix ? "" : " for norms and biases (F32, F16, BF16)"));
+              (matrix ? " for matrices (supported: " + kernels::weight_type_names() + ")"
+                      : " for norms and biases (F32, F16, BF16)"));
     }
     return t;
   }

@@ -90,8 +90,8 @@ struct ModelWeights {
   std::vector<const TensorInfo*> unused;
 };
 
-// Types Tandem accepts for matrices (F32, F16, BF16 and ggml's Q4_0..Q8_0 and K-quants) and for
-// norms, biases and routers (F32, F16, BF16).
+// Types Tandem accepts for matrices (the rows of kernels/cpu/weight_type_table.h) and for norms,
+// biases and routers (F32, F16, BF16).
 bool is_supported_matrix_type(TensorType type);
 bool is_supported_vector_type(TensorType type);
 

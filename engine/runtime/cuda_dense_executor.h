@@ -40,7 +40,7 @@ struct CudaDenseInfo {
 // scratch for max_batch_tokens tokens; page-locked host buffers stage every transfer. All work runs
 // on one stream it owns; moe_input and logits synchronise with it, the other calls only enqueue.
 // Arithmetic is float (Q8_0 weights meet float activations), so results match the CPU path with
-// q8_0_activations = false to float rounding (sums reduced in another order), not bit for bit.
+// quantized_activations = false to float rounding (sums reduced in another order), not bit for bit.
 //
 // Threads: as DenseExecutor (one calling thread at a time; each call makes the device current).
 // The host KvPool must outlive every call (not the destructor); the checkpoint only needs to live

@@ -29,8 +29,8 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
   TANDEM_ASSIGN_OR_RETURN(r->weights_, prepare_weights(spec, weights));
   r->context_length_ = options.context_length != 0 ? options.context_length : spec.context_length;
   if (r->context_length_ == 0) r->context_length_ = 4096;
-  r->mode_ = options.q8_0_activations ? kernels::MatmulActivations::kQ8_0
-                                      : kernels::MatmulActivations::kFloat;
+  r->mode_ = options.quantized_activations ? kernels::MatmulActivations::kQuantized
+                                           : kernels::MatmulActivations::kFloat;
   r->pool_ = std::make_unique<ThreadPool>(options.threads);
   TANDEM_ASSIGN_OR_RETURN(
       r->cpu_worker_, experts::CpuExpertWorker::create(spec, weights, r->pool_.get(), r->mode_));

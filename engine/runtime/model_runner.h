@@ -23,11 +23,12 @@ namespace tandem::runtime {
 struct RunnerOptions {
   // Threads of the runner's pool (0 = hardware concurrency): config runtime.threads.
   int threads = 0;
-  // Q8_0 weights meet Q8_0-quantized activations (MatmulActivations::kQ8_0), as llama.cpp's CPU
-  // backend computes, for q/k/v/o, experts, shared experts, dense FFNs and the lm head. false:
+  // Quantized weights meet activations quantized to the format their type pairs with
+  // (MatmulActivations::kQuantized: Q8_0 for Q8_0/Q4_0/MXFP4, Q8_K for K-quants), as llama.cpp's
+  // CPU backend computes, for q/k/v/o, experts, shared experts, dense FFNs and the lm head. false:
   // float activations everywhere. Routers and shared-expert gates are always float (files keep
-  // them F32), and so are weights of every other type.
-  bool q8_0_activations = true;
+  // them F32), and so are F32/F16/BF16 weights.
+  bool quantized_activations = true;
   // Context limit of new KV caches; 0 = the model's context_length.
   size_t context_length = 0;
 };
@@ -137,7 +138,7 @@ class ModelRunner {
   const model::ModelWeights* model_weights_ = nullptr;
   PreparedWeights weights_;
   size_t context_length_ = 0;
-  kernels::MatmulActivations mode_ = kernels::MatmulActivations::kQ8_0;
+  kernels::MatmulActivations mode_ = kernels::MatmulActivations::kQuantized;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<experts::CpuExpertWorker> cpu_worker_;
   std::unique_ptr<experts::MoeLayer> moe_;

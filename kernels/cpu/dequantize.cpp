@@ -1,12 +1,12 @@
-// dequantize(): size checks and dispatch to the per-type routines; the plain float types.
+// dequantize(): size checks and dispatch through the weight-type table; the plain float types.
 #include "kernels/cpu/dequantize.h"
 
-#include <array>
 #include <bit>
 #include <cstring>
 
 #include "kernels/cpu/dequantize_rows.h"
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/weight_type_table.h"
 
 namespace tandem::kernels {
 
@@ -30,50 +30,17 @@ void dequantize_f64(const uint8_t* src, float* dst, size_t blocks) {
   }
 }
 
-namespace {
-
-using RowFn = void (*)(const uint8_t*, float*, size_t);
-
-struct Entry {
-  TensorType type;
-  RowFn fn;
-};
-
-constexpr std::array kEntries = {
-    Entry{TensorType::kF32, dequantize_f32},   Entry{TensorType::kF16, dequantize_f16},
-    Entry{TensorType::kBF16, dequantize_bf16}, Entry{TensorType::kF64, dequantize_f64},
-    Entry{TensorType::kQ4_0, dequantize_q4_0}, Entry{TensorType::kQ4_1, dequantize_q4_1},
-    Entry{TensorType::kQ5_0, dequantize_q5_0}, Entry{TensorType::kQ5_1, dequantize_q5_1},
-    Entry{TensorType::kQ8_0, dequantize_q8_0}, Entry{TensorType::kQ2_K, dequantize_q2_k},
-    Entry{TensorType::kQ3_K, dequantize_q3_k}, Entry{TensorType::kQ4_K, dequantize_q4_k},
-    Entry{TensorType::kQ5_K, dequantize_q5_k}, Entry{TensorType::kQ6_K, dequantize_q6_k},
-};
-
-RowFn find(TensorType type) {
-  for (const Entry& e : kEntries) {
-    if (e.type == type) return e.fn;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 bool dequantize_supported(TensorType type) {
-  return find(type) != nullptr;
+  return weight_type_kernels(type) != nullptr;
 }
 
 std::string dequantize_supported_names() {
-  std::string names;
-  for (const Entry& e : kEntries) {
-    if (!names.empty()) names += ", ";
-    names += tensor_type_name(e.type);
-  }
-  return names;
+  return weight_type_names();
 }
 
 Status dequantize(TensorType type, std::span<const uint8_t> src, std::span<float> dst) {
-  const RowFn fn = find(type);
-  if (fn == nullptr) {
+  const WeightTypeKernels* row = weight_type_kernels(type);
+  if (row == nullptr) {
     return unimplemented_error("dequantize: type " + std::string(tensor_type_name(type)) +
                                " is not supported; supported: " + dequantize_supported_names());
   }
@@ -85,7 +52,7 @@ Status dequantize(TensorType type, std::span<const uint8_t> src, std::span<float
         " elements need " + std::to_string(*want) + " bytes, got " + std::to_string(src.size()));
   }
   const auto traits = tensor_type_traits(type);
-  fn(src.data(), dst.data(), dst.size() / traits->block_elements);
+  row->to_float(src.data(), dst.data(), dst.size() / traits->block_elements);
   return Status::ok_status();
 }
 

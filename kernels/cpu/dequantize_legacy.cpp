@@ -6,9 +6,12 @@
 //   block_q5_0 (22 B): f16 d;          uint32 qh; uint8 qs[16]
 //   block_q5_1 (24 B): f16 d; f16 m;   uint32 qh; uint8 qs[16]
 //   block_q8_0 (34 B): f16 d;          int8 qs[32]
+//   block_mxfp4 (17 B): uint8 e (E8M0); uint8 qs[16]; value kvalues[q] * 2^(e - 128), kvalues the
+//                       E2M1 values doubled (ggml's kvalues_mxfp4 and ggml_e8m0_to_fp32_half)
 // Element j < 16 takes the low nibble of qs[j], element j + 16 the high nibble; for the 5-bit
 // types bit j of qh is the fifth bit of element j. Values: q4_0 (q - 8) * d, q4_1 q * d + m,
 // q5_0 (q - 16) * d, q5_1 q * d + m, q8_0 q * d — the same float ops in the same order as ggml.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,6 +23,17 @@ namespace tandem::kernels {
 namespace {
 constexpr size_t kBlock = 32;
 constexpr size_t kHalf = kBlock / 2;
+
+// The E2M1 code points doubled (integers); index = the 4-bit code.
+constexpr int kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) exactly: biased exponent e - 1 for e >= 2; the subnormals 2^-127 (e = 1) and 2^-128
+// (e = 0) as bit patterns, so no rounding or flush can change them. e = 255 is 2^127 (the E8M0 NaN
+// code is not special-cased, as in ggml).
+float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
 }  // namespace
 
 void dequantize_q4_0(const uint8_t* src, float* dst, size_t blocks) {
@@ -80,6 +94,19 @@ void dequantize_q8_0(const uint8_t* src, float* dst, size_t blocks) {
     const uint8_t* qs = src + 2;
     for (size_t j = 0; j < kBlock; ++j) {
       dst[j] = static_cast<float>(static_cast<int8_t>(qs[j])) * d;
+    }
+  }
+}
+
+// The products are exact (a small integer times a power of two) except where they overflow: with
+// e = 255 every |value| >= 2 becomes an infinity of its sign, +-1 gives +-2^127.
+void dequantize_mxfp4(const uint8_t* src, float* dst, size_t blocks) {
+  for (size_t b = 0; b < blocks; ++b, src += 17, dst += kBlock) {
+    const float d = e8m0_half(src[0]);
+    const uint8_t* qs = src + 1;
+    for (size_t j = 0; j < kHalf; ++j) {
+      dst[j] = static_cast<float>(kMxfp4Values[qs[j] & 0x0f]) * d;
+      dst[j + kHalf] = static_cast<float>(kMxfp4Values[qs[j] >> 4]) * d;
     }
   }
 }

@@ -24,6 +24,7 @@ void dequantize_q4_1(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_q5_0(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_q5_1(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_q8_0(const uint8_t* src, float* dst, size_t blocks);
+void dequantize_mxfp4(const uint8_t* src, float* dst, size_t blocks);
 
 // K-quants, 256-element super-blocks (dequantize_kquants.cpp).
 void dequantize_q2_k(const uint8_t* src, float* dst, size_t blocks);

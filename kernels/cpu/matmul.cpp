@@ -1,5 +1,5 @@
 // matmul drivers: row tiles converted once and reused across tokens, on the kernel table chosen at
-// run time (matmul_dispatch.h); the Q8_0 int8 path on unpacked weight tiles.
+// run time (matmul_dispatch.h); the quantized path through the weight-type table.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "engine/base/check.h"
+#include "kernels/cpu/matmul_dispatch.h"
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/weight_type_table.h"
 
 namespace tandem::kernels {
 namespace {
@@ -40,15 +42,22 @@ void check_shapes(const WeightMatrix& w, size_t x_size, size_t n_tokens, size_t 
 
 }  // namespace
 
-void matmul_rows(const WeightMatrix& w, std::span<const float> x, size_t n_tokens,
-                 std::span<float> y, size_t row_begin, size_t row_end) {
-  check_shapes(w, x.size(), n_tokens, y.size(), row_begin, row_end);
-  if (n_tokens == 0 || row_begin == row_end) return;
+ActivationFormat matmul_activation_format(TensorType type, MatmulActivations mode) {
+  if (mode == MatmulActivations::kFloat) return ActivationFormat::kF32;
+  const WeightTypeKernels* row = weight_type_kernels(type);
+  return row != nullptr ? row->activations : ActivationFormat::kF32;
+}
+
+namespace {
+
+// The float path on rows [row_begin, row_end): y[t * y_stride + (r - row_begin)].
+void float_rows(const WeightMatrix& w, const float* x, size_t n_tokens, float* y, size_t y_stride,
+                size_t row_begin, size_t row_end) {
   const detail::MatmulKernels& k = detail::active_matmul_kernels();
   const size_t cols = w.cols;
   if (n_tokens <= kFloatDirectMaxTokens &&
-      k.dot_rows_direct(w.type, w.row_data(row_begin), w.row_bytes, x.data(), n_tokens,
-                        row_end - row_begin, cols, y.data() + row_begin, w.rows)) {
+      k.dot_rows_direct(w.type, w.row_data(row_begin), w.row_bytes, x, n_tokens,
+                        row_end - row_begin, cols, y, y_stride)) {
     return;
   }
   const size_t tile_rows = tile_rows_for(cols, n_tokens);
@@ -66,33 +75,19 @@ void matmul_rows(const WeightMatrix& w, std::span<const float> x, size_t n_token
     } else if (!k.to_float(w.type, w.row_data(r0), (r1 - r0) * cols, tile.data())) {
       weight_rows_to_float(w, r0, r1, tile);
     }
-    k.dot_rows(x.data(), n_tokens, rows, r1 - r0, cols, y.data() + r0, w.rows);
+    k.dot_rows(x, n_tokens, rows, r1 - r0, cols, y + (r0 - row_begin), y_stride);
   }
 }
 
-void matmul_rows_q8_0(const WeightMatrix& w, const Q8_0Activations& xq, std::span<float> y,
-                      size_t row_begin, size_t row_end) {
-  TANDEM_CHECK(w.type == TensorType::kQ8_0);
-  TANDEM_CHECK(xq.cols == w.cols);
-  TANDEM_CHECK(xq.qs.size() == xq.n_tokens * w.cols);
-  TANDEM_CHECK(xq.d.size() * kQ8_0BlockElements == xq.qs.size());
-  check_shapes(w, xq.qs.size(), xq.n_tokens, y.size(), row_begin, row_end);
-  if (xq.n_tokens == 0 || row_begin == row_end) return;
+// Q8_0 weights against several tokens: a tile of weight rows is unpacked once (quants contiguous
+// per row, scales to float and transposed to [block][row]), padded with zero rows to a whole
+// number of row groups, and reused for every token. Bit-identical to the type's dot kernel.
+void q8_0_tiled_rows(const WeightMatrix& w, const ActivationRows& x, float* y, size_t y_stride,
+                     size_t row_begin, size_t row_end) {
   const detail::MatmulKernels& k = detail::active_matmul_kernels();
   const size_t cols = w.cols;
   const size_t blocks = cols / kQ8_0BlockElements;
-  if (xq.n_tokens <= kQ8_0DirectMaxTokens) {
-    for (size_t t = 0; t < xq.n_tokens; ++t) {
-      k.q8_0_rows_direct(w.row_data(row_begin), w.row_bytes, row_end - row_begin, blocks,
-                         xq.qs.data() + t * cols, xq.d.data() + t * blocks,
-                         y.data() + t * w.rows + row_begin);
-    }
-    return;
-  }
   constexpr size_t kGroup = detail::kQ8_0RowGroup;
-  // Unpack a tile of weight rows once (quants contiguous per row, scales to float and transposed
-  // to [block][row]), padded with zero rows to a whole number of row groups; reuse it for every
-  // token.
   const size_t tile_rows = std::max<size_t>(kGroup, (4 * kTileFloats / cols) / kGroup * kGroup);
   thread_local std::vector<int8_t> wq;
   thread_local std::vector<float> wd;
@@ -109,22 +104,53 @@ void matmul_rows_q8_0(const WeightMatrix& w, const Q8_0Activations& xq, std::spa
         std::fill(wd.data() + b * padded + n, wd.data() + (b + 1) * padded, 0.0f);
       }
     }
-    for (size_t t = 0; t < xq.n_tokens; ++t) {
-      k.q8_0_rows(wq.data(), wd.data(), padded, blocks, xq.qs.data() + t * cols,
-                  xq.d.data() + t * blocks, y.data() + t * w.rows + r0, n);
+    for (size_t t = 0; t < x.n_tokens; ++t) {
+      k.q8_0_rows(wq.data(), wd.data(), padded, blocks, x.qs + t * cols, x.d + t * blocks,
+                  y + t * y_stride + (r0 - row_begin), n);
     }
   }
 }
 
-void matmul(const WeightMatrix& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
-            MatmulActivations mode) {
-  if (mode == MatmulActivations::kQ8_0 && w.type == TensorType::kQ8_0) {
-    thread_local Q8_0Activations xq;
-    quantize_q8_0_activations(x, n_tokens, w.cols, xq);
-    matmul_rows_q8_0(w, xq, y, 0, w.rows);
+}  // namespace
+
+void matmul_rows(const WeightMatrix& w, const ActivationRows& x, float* y, size_t y_stride,
+                 size_t row_begin, size_t row_end) {
+  TANDEM_CHECK(x.cols == w.cols);
+  TANDEM_CHECK(row_begin <= row_end && row_end <= w.rows);
+  TANDEM_CHECK(y_stride >= row_end - row_begin);
+  if (x.n_tokens == 0 || row_begin == row_end) return;
+  if (x.format == ActivationFormat::kF32) {
+    float_rows(w, x.f32, x.n_tokens, y, y_stride, row_begin, row_end);
     return;
   }
-  matmul_rows(w, x, n_tokens, y, 0, w.rows);
+  const WeightTypeKernels* row = weight_type_kernels(w.type);
+  TANDEM_CHECK(row != nullptr && row->activations == x.format);
+  if (w.type == TensorType::kQ8_0 && x.n_tokens > kQ8_0DirectMaxTokens) {
+    q8_0_tiled_rows(w, x, y, y_stride, row_begin, row_end);
+    return;
+  }
+  const detail::QuantDotFn dot = row->dot[static_cast<size_t>(active_matmul_variant())];
+  dot(w.row_data(row_begin), w.row_bytes, row_end - row_begin, x, y, y_stride);
+}
+
+void matmul_rows(const WeightMatrix& w, std::span<const float> x, size_t n_tokens,
+                 std::span<float> y, size_t row_begin, size_t row_end) {
+  check_shapes(w, x.size(), n_tokens, y.size(), row_begin, row_end);
+  if (n_tokens == 0 || row_begin == row_end) return;
+  float_rows(w, x.data(), n_tokens, y.data() + row_begin, w.rows, row_begin, row_end);
+}
+
+void matmul(const WeightMatrix& w, std::span<const float> x, size_t n_tokens, std::span<float> y,
+            MatmulActivations mode) {
+  check_shapes(w, x.size(), n_tokens, y.size(), 0, w.rows);
+  const ActivationFormat format = matmul_activation_format(w.type, mode);
+  if (format == ActivationFormat::kF32) {
+    matmul_rows(w, x, n_tokens, y, 0, w.rows);
+    return;
+  }
+  thread_local QuantizedActivations xq;
+  quantize_activations(format, x, n_tokens, w.cols, xq);
+  matmul_rows(w, view_of(xq), y.data(), w.rows, 0, w.rows);
 }
 
 }  // namespace tandem::kernels

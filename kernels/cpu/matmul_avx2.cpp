@@ -1,8 +1,19 @@
 // The AVX2 + FMA + F16C matmul kernel table (built with -mavx2 -mfma -mf16c; called only when
 // cpu_features() reports them).
 #include "kernels/cpu/matmul_x86_avx2_impl.h"
+#include "kernels/cpu/quant_dot.h"
 
 namespace tandem::kernels::detail {
+
+// The weight-type table's Q8_0 kernel (quant_dot.h): the in-place 8-row kernel, token by token.
+void dot_q8_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride) {
+  const size_t blocks = x.cols / 32;
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    avx2_q8_0_rows_direct(w, row_bytes, rows, blocks, x.qs + t * x.cols, x.d + t * blocks,
+                          y + t * y_stride);
+  }
+}
 
 const MatmulKernels& matmul_kernels_avx2() {
   static const MatmulKernels kernels{

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_dispatch.h"
-#include "kernels/cpu/quantize_q8_0.h"
 
 namespace tandem::kernels {
 namespace {
@@ -82,7 +82,7 @@ void run(benchmark::State& state, MatmulVariant variant, Case c) {
 }
 
 void register_all() {
-  const Case cases[] = {{TensorType::kQ8_0, MatmulActivations::kQ8_0, "q8_0_int8"},
+  const Case cases[] = {{TensorType::kQ8_0, MatmulActivations::kQuantized, "q8_0_int8"},
                         {TensorType::kQ8_0, MatmulActivations::kFloat, "q8_0_float"},
                         {TensorType::kF16, MatmulActivations::kFloat, "f16"},
                         {TensorType::kBF16, MatmulActivations::kFloat, "bf16"},

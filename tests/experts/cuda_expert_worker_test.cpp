@@ -13,8 +13,8 @@
 
 #include "engine/experts/cuda_expert_worker.h"
 #include "engine/experts/experts.h"
+#include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/dequantize.h"
-#include "kernels/cpu/quantize_q8_0.h"
 #include "kernels/cuda/expert_ffn.h"
 #include "tests/kernels/random_weights.h"
 

@@ -300,7 +300,7 @@ TEST_CASE("ModelRunner records per-layer MoE timings for a split forward pass", 
     const auto& spec = runner.spec();
     ThreadPool second_pool(1);
     auto second = CpuExpertWorker::create(spec, *model->checkpoint.weights, &second_pool,
-                                          kernels::MatmulActivations::kQ8_0);
+                                          kernels::MatmulActivations::kQuantized);
     REQUIRE(second.ok());
     MoeLayerTimings timings;
     runner.set_moe_timings(&timings);  // kept across set_expert_workers

@@ -109,7 +109,7 @@ TEST_CASE("two CPU workers with any placement give bit-identical logits", "[expe
       ThreadPool second_pool(2);
       auto second = CpuExpertWorker::create(spec, *model->checkpoint.weights,
                                             own_pool ? &second_pool : &runner.pool(),
-                                            kernels::MatmulActivations::kQ8_0);
+                                            kernels::MatmulActivations::kQuantized);
       REQUIRE(second.ok());
       RecordingWorker w0(&runner.cpu_worker());
       RecordingWorker w1(second->get());

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/quantize_q8_0.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/vector_ops.h"

@@ -9,16 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_dispatch.h"
 #include "kernels/cpu/matmul_kernels.h"
-#include "kernels/cpu/quantize_q8_0.h"
 #include "tests/kernels/kernel_fixture.h"
 
 namespace tandem::kernels {
 namespace {
+
+// The quantized path on Q8_0 weights over rows [r0, r1): y[t * w.rows + r].
+void q8_0_rows(const WeightMatrix& w, const QuantizedActivations& xq, std::vector<float>& y,
+               size_t r0, size_t r1) {
+  matmul_rows(w, view_of(xq), y.data() + r0, w.rows, r0, r1);
+}
 
 constexpr double kUnit = 1.0 / 16777216.0;  // 2^-24
 
@@ -206,21 +212,21 @@ TEST_CASE("SIMD Q8_0 int8 path is bit-identical to the scalar reference", "[kern
       const RandomWeights rw = random_weights(TensorType::kQ8_0, rows, cols, cols % 3, rng);
       std::vector<float> x = random_floats(n_tokens * cols, rng);
       x[0] = 1e30f;  // one block quantizes to +-127 extremes
-      Q8_0Activations xq;
-      quantize_q8_0_activations(x, n_tokens, cols, xq);
+      QuantizedActivations xq;
+      quantize_activations(ActivationFormat::kQ8_0, x, n_tokens, cols, xq);
       set_matmul_variant(MatmulVariant::kScalar);
       std::vector<float> want(n_tokens * rows, NAN);
-      matmul_rows_q8_0(rw.w, xq, want, 0, rows);
+      q8_0_rows(rw.w, xq, want, 0, rows);
       for (MatmulVariant v : supported_simd_variants()) {
         set_matmul_variant(v);
         INFO("variant " << matmul_variant_name(v) << " cols " << cols << " tokens " << n_tokens);
         std::vector<float> got(want.size(), NAN);
-        matmul_rows_q8_0(rw.w, xq, got, 0, rows);
+        q8_0_rows(rw.w, xq, got, 0, rows);
         CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
         // A partial row range writes exactly its rows, with the same values.
         const size_t r0 = 3, r1 = rows - 5;
         std::vector<float> part(want.size(), NAN);
-        matmul_rows_q8_0(rw.w, xq, part, r0, r1);
+        q8_0_rows(rw.w, xq, part, r0, r1);
         size_t bad = 0;
         for (size_t t = 0; t < n_tokens; ++t) {
           for (size_t r = 0; r < rows; ++r) {
@@ -232,11 +238,12 @@ TEST_CASE("SIMD Q8_0 int8 path is bit-identical to the scalar reference", "[kern
         CHECK(bad == 0);
         // The last token alone (rows read in place for 1-2 tokens) equals its row of the batch
         // (unpacked tiles from 3 tokens on).
-        Q8_0Activations last;
-        quantize_q8_0_activations(std::span<const float>(x).subspan((n_tokens - 1) * cols), 1, cols,
-                                  last);
+        QuantizedActivations last;
+        quantize_activations(ActivationFormat::kQ8_0,
+                             std::span<const float>(x).subspan((n_tokens - 1) * cols), 1, cols,
+                             last);
         std::vector<float> one(rows, NAN);
-        matmul_rows_q8_0(rw.w, last, one, 0, rows);
+        q8_0_rows(rw.w, last, one, 0, rows);
         CHECK(std::memcmp(one.data(), got.data() + (n_tokens - 1) * rows, rows * sizeof(float)) ==
               0);
       }
@@ -342,7 +349,7 @@ TEST_CASE("every variant matches the numpy fixtures", "[kernels][simd]") {
       }
       CHECK(bad == 0);
       if (type == TensorType::kQ8_0) {
-        matmul(*w, x, n_tokens, y, MatmulActivations::kQ8_0);
+        matmul(*w, x, n_tokens, y, MatmulActivations::kQuantized);
         const std::vector<double> want_q = fx.array<double>("y_q8_0");
         const std::vector<double> abs_q = fx.array<double>("abs_y_q8_0");
         const double blocks = static_cast<double>(cols / kQ8_0BlockElements);

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/float_convert.h"
-#include "kernels/cpu/quantize_q8_0.h"
 #include "kernels/cpu/weight_matrix.h"
 #include "tests/kernels/kernel_fixture.h"
 
@@ -86,8 +86,8 @@ TEST_CASE("matmul matches numpy on gguf-py's weights for every type", "[kernels]
 TEST_CASE("Q8_0 activation quantization is bit-equal to gguf-py's", "[kernels]") {
   const Loaded l = load("q8_0", TensorType::kQ8_0);
   const std::vector<uint8_t> want = l.fx.array<uint8_t>("x_q8_0");
-  Q8_0Activations xq;
-  quantize_q8_0_activations(l.x, l.n_tokens, l.cols, xq);
+  QuantizedActivations xq;
+  quantize_activations(ActivationFormat::kQ8_0, l.x, l.n_tokens, l.cols, xq);
   REQUIRE(xq.d.size() * kQ8_0BlockBytes == want.size());
   for (size_t b = 0; b < xq.d.size(); ++b) {
     INFO("block " << b);
@@ -105,7 +105,7 @@ TEST_CASE("matmul with Q8_0 activations matches the int8 reference", "[kernels]"
   const std::vector<double> want = l.fx.array<double>("y_q8_0");
   const std::vector<double> abs_terms = l.fx.array<double>("abs_y_q8_0");
   std::vector<float> y(l.n_tokens * l.rows, NAN);
-  matmul(l.w, l.x, l.n_tokens, y, MatmulActivations::kQ8_0);
+  matmul(l.w, l.x, l.n_tokens, y, MatmulActivations::kQuantized);
   // Block sums are exact integers; each term adds two float roundings (d_w * d_x, then times the
   // sum) and the block-order float sum one per block: bound (blocks + 2) * 2^-24 * sum |term|.
   const double blocks = static_cast<double>(l.cols / kQ8_0BlockElements);
@@ -122,7 +122,7 @@ TEST_CASE("matmul with Q8_0 activations matches the int8 reference", "[kernels]"
 TEST_CASE("Q8_0 activation mode leaves other weight types on the float path", "[kernels]") {
   const Loaded l = load("f16", TensorType::kF16);
   std::vector<float> a(l.n_tokens * l.rows), b(l.n_tokens * l.rows);
-  matmul(l.w, l.x, l.n_tokens, a, MatmulActivations::kQ8_0);
+  matmul(l.w, l.x, l.n_tokens, a, MatmulActivations::kQuantized);
   matmul(l.w, l.x, l.n_tokens, b, MatmulActivations::kFloat);
   CHECK(a == b);
   check_float_result(l, a);

@@ -4,7 +4,7 @@
 //
 // Catch2 v2 has no SKIP: without a CUDA device each case WARNs "no CUDA device: ..." and returns.
 //
-// Tolerance. The CPU side runs with q8_0_activations = false, so both paths compute the same
+// Tolerance. The CPU side runs with quantized_activations = false, so both paths compute the same
 // float arithmetic on the same weights (Q8_0 dequantized exactly in both) and differ only in the
 // order of float sums (warp/tile reductions vs sequential SIMD lanes) and in expf/rsqrtf
 // implementations. Each dot product of length <= 256 then carries a relative error of a few 1e-7;

@@ -23,7 +23,7 @@ namespace {
 HostDenseExecutor* install(ModelRunner& runner, PagedPool& p, bool q8_0, size_t max_tokens = 512) {
   auto exec = std::make_unique<HostDenseExecutor>(
       runner.spec(), runner.prepared_weights(), *p.pool,
-      q8_0 ? kernels::MatmulActivations::kQ8_0 : kernels::MatmulActivations::kFloat, max_tokens);
+      q8_0 ? kernels::MatmulActivations::kQuantized : kernels::MatmulActivations::kFloat, max_tokens);
   HostDenseExecutor* raw = exec.get();
   REQUIRE(runner.set_dense_executor(std::move(exec)).ok());
   return raw;
@@ -293,7 +293,7 @@ TEST_CASE("the executor path rejects caches it cannot address and reports its er
     PagedPool wrong = make_pool(*dev->runner, 3, 10, dev->runner->spec().kv_dim() + 1);
     auto bad =
         std::make_unique<HostDenseExecutor>(dev->runner->spec(), dev->runner->prepared_weights(),
-                                            *wrong.pool, kernels::MatmulActivations::kQ8_0, 8);
+                                            *wrong.pool, kernels::MatmulActivations::kQuantized, 8);
     CHECK(dev->runner->set_dense_executor(std::move(bad)).code() == StatusCode::kInvalidArgument);
     CHECK(dev->runner->dense_executor() == exec);  // unchanged
     REQUIRE(dev->runner->set_dense_executor(nullptr).ok());
@@ -324,7 +324,7 @@ TEST_CASE("a scheduler whose runner has a dense executor reproduces llama.cpp's 
   ModelRunner& runner = sched.runner();
   auto exec =
       std::make_unique<HostDenseExecutor>(runner.spec(), runner.prepared_weights(), sched.kv_pool(),
-                                          kernels::MatmulActivations::kQ8_0, 16);
+                                          kernels::MatmulActivations::kQuantized, 16);
   HostDenseExecutor* raw = exec.get();
   REQUIRE(runner.set_dense_executor(std::move(exec)).ok());
   std::vector<RequestHandle> handles;

@@ -47,7 +47,7 @@ struct LoadedModel {
 };
 
 inline std::unique_ptr<LoadedModel> load_model(const std::string& path, int threads = 2,
-                                               bool q8_0_activations = true) {
+                                               bool quantized_activations = true) {
   auto ckpt = model::open_model(path);
   INFO(path << ": " << (ckpt.ok() ? "" : ckpt.status().to_string()));
   REQUIRE(ckpt.ok());
@@ -55,7 +55,7 @@ inline std::unique_ptr<LoadedModel> load_model(const std::string& path, int thre
   loaded->checkpoint = std::move(ckpt).value();
   RunnerOptions options;
   options.threads = threads;
-  options.q8_0_activations = q8_0_activations;
+  options.quantized_activations = quantized_activations;
   auto runner = ModelRunner::create(*loaded->checkpoint.spec, *loaded->checkpoint.weights, options);
   INFO((runner.ok() ? "" : runner.status().to_string()));
   REQUIRE(runner.ok());

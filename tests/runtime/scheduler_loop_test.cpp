@@ -493,7 +493,7 @@ TEST_CASE("scheduler: each pass's expert worker seconds reach the routing observ
   // A second CPU worker on a pool of its own runs on a helper thread, concurrently with worker 0.
   ThreadPool second_pool(1);
   auto second = experts::CpuExpertWorker::create(spec, *model->checkpoint.weights, &second_pool,
-                                                 kernels::MatmulActivations::kQ8_0);
+                                                 kernels::MatmulActivations::kQuantized);
   REQUIRE(second.ok());
   experts::ExpertMap map = experts::ExpertMap::uniform(spec.n_layers, spec.n_experts, 0);
   for (size_t l = 0; l < spec.n_layers; ++l) {

@@ -73,7 +73,7 @@ TEST_CASE("run_probe through a dense executor on a borrowed pool matches the CPU
   // A pool of 3-position blocks, as the scheduler's would be before it admits anything.
   runtime::testing::PagedPool pool = runtime::testing::make_pool(r, 3, 64);
   auto executor = std::make_unique<runtime::testing::HostDenseExecutor>(
-      r.spec(), r.prepared_weights(), *pool.pool, kernels::MatmulActivations::kQ8_0, 64);
+      r.spec(), r.prepared_weights(), *pool.pool, kernels::MatmulActivations::kQuantized, 64);
   runtime::testing::HostDenseExecutor* host = executor.get();
   REQUIRE(r.set_dense_executor(std::move(executor)).ok());
   const Result<std::vector<float>> dense = run_probe(r, pool.pool.get());

@@ -1,0 +1,76 @@
+// The quantized dot-product kernels behind the weight-type table (internal to kernels/cpu): one
+// function per (weight type, instruction set), all of one signature.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/activation_rows.h"
+
+namespace tandem::kernels::detail {
+
+// y[t * y_stride + r] = dot(weight row r, activation row t) for r < rows, t < x.n_tokens.
+// Weight row r is at w + r * row_bytes in the type's GGUF block layout (little-endian, any
+// alignment), x.cols elements long (a whole number of the type's blocks and of the activation
+// format's blocks); x is in the format the type's table row names. Pure: reads w and x, writes
+// only those y elements, any thread, any number at once on disjoint y. Each y element depends only
+// on its own weight row and activation row, never on rows, n_tokens or the element's position
+// (so any split over threads gives bit-identical results).
+//
+// Reference semantics (the *_scalar functions implement them literally; every SIMD variant is
+// bit-identical to them unless its declaration below states a bound):
+//  - a block's integer part is an exact int32 sum of products of the weight quants (as the type
+//    defines them) and the activation quants;
+//  - float math per block in the order written at each function, accumulated into one float sum
+//    in block order, starting from 0.0f, with no fused multiply-add.
+using QuantDotFn = void (*)(const uint8_t* w, size_t row_bytes, size_t rows,
+                            const ActivationRows& x, float* y, size_t y_stride);
+
+// ---- Q8_0 weights x Q8_0 activations (per 32-block: sum += float(isum) * (dw * dx)).
+void dot_q8_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+
+// ---- Q4_0 weights (block: f16 d, 16 bytes of nibbles; element j < 16 = low nibble of qs[j],
+// j >= 16 = high nibble of qs[j - 16]; value (q - 8) * d) x Q8_0 activations:
+// per block sum += float(isum) * (dw * dx) with isum = sum (q - 8) * xq.
+void dot_q4_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+
+// ---- MXFP4 weights (block of 32: uint8 e8m0 exponent e, 16 bytes of nibbles laid out as Q4_0;
+// value kMxfp4Values[q] * 2^(e - 128), kMxfp4Values = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4,
+// -6, -8, -12}, i.e. the E2M1 values doubled) x Q8_0 activations:
+// per block sum += float(isum) * (dx * de) with isum = sum kMxfp4Values[q] * xq, de = 2^(e - 128).
+void dot_mxfp4_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride);
+
+// ---- K-quants x Q8_K activations, per 256-super-block.
+// Q4_K / Q5_K: isum = sum_j scale_j * (sum over sub-block j of q * xq), q in 0..15 / 0..31,
+// imin = sum_j min_j * (bsums[2j] + bsums[2j+1]); sum += dw * dx * float(isum) - dmin * dx *
+// float(imin), evaluated left to right: ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)).
+// Q6_K: isum = sum_j scales_j * (sum over 16-element group j of q * xq), q in -32..31;
+// sum += (dw * dx) * float(isum).
+void dot_q4_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+void dot_q5_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+void dot_q6_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+
+// AVX2 (+FMA +F16C) variants; callable only when cpu_features() reports them.
+void dot_q8_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride);
+// The Q8_0 kernel of the AVX-512 VNNI table (vpdpbusd); callable only with avx512_vnni.
+void dot_q8_0_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride);
+void dot_q4_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride);
+void dot_mxfp4_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride);
+void dot_q4_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride);
+void dot_q5_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride);
+void dot_q6_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride);
+
+}  // namespace tandem::kernels::detail

@@ -1,0 +1,140 @@
+// Scalar reference dot products of K-quant weights (Q4_K, Q5_K, Q6_K) with Q8_K activations.
+//
+// They implement quant_dot.h's reference semantics literally: per 256-element super-block an
+// exact int32 integer part, then the float combine in the order written there, accumulated in
+// block order into a float starting at 0.0f. The build compiles this file with -ffp-contract=off,
+// so no multiply-add is fused. Block layouts: see dequantize_kquants.cpp.
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/quant_dot.h"
+
+namespace tandem::kernels::detail {
+
+namespace {
+
+constexpr size_t kSuper = 256;          // elements per super-block
+constexpr size_t kQ4KBlockBytes = 144;  // f16 d, f16 dmin, scales[12], qs[128]
+constexpr size_t kQ5KBlockBytes = 176;  // f16 d, f16 dmin, scales[12], qh[32], qs[128]
+constexpr size_t kQ6KBlockBytes = 210;  // ql[128], qh[64], int8 scales[16], f16 d
+
+// The 8 6-bit (scale, min) pairs of a Q4_K/Q5_K super-block from its 12 packed bytes: sub-blocks
+// 0-3 in the low 6 bits of bytes 0-3 (scale) and 4-7 (min); sub-blocks 4-7 take their low 4 bits
+// from bytes 8-11 (scale low nibble, min high nibble) and their top 2 bits from the top bits of
+// bytes 0-3 (scale) and 4-7 (min).
+void unpack_scales_mins(const uint8_t* s, int* scales, int* mins) {
+  for (int j = 0; j < 4; ++j) {
+    scales[j] = s[j] & 63;
+    mins[j] = s[j + 4] & 63;
+  }
+  for (int j = 4; j < 8; ++j) {
+    scales[j] = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+    mins[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// The Q8_K activation super-block b of token t.
+struct ActivationBlock {
+  const int8_t* qs;      // 256 quants
+  float d;               // scale
+  const int16_t* bsums;  // 16 sums of 16 quants
+};
+
+ActivationBlock activation_block(const ActivationRows& x, size_t t, size_t b) {
+  const size_t blocks = x.cols / kSuper;
+  return {x.qs + t * x.cols + b * kSuper, x.d[t * blocks + b],
+          x.bsums + t * (x.cols / kQ8_KSumElements) + b * (kSuper / kQ8_KSumElements)};
+}
+
+// Q4_K and Q5_K differ only in their quants: Q5_K (has_high_bits) adds a fifth bit from qh and
+// moves qs 32 bytes further.
+float dot_q4_q5_k_row(const uint8_t* row, size_t block_bytes, bool has_high_bits,
+                      const ActivationRows& x, size_t t) {
+  const size_t blocks = x.cols / kSuper;
+  float sum = 0.0f;
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = row + b * block_bytes;
+    const float dw = fp16_to_fp32(load_le16(blk));
+    const float dmin = fp16_to_fp32(load_le16(blk + 2));
+    int scales[8], mins[8];
+    unpack_scales_mins(blk + 4, scales, mins);
+    const uint8_t* qh = has_high_bits ? blk + 16 : nullptr;
+    const uint8_t* qs = blk + (has_high_bits ? 48 : 16);
+    const ActivationBlock a = activation_block(x, t, b);
+    int32_t isum = 0;
+    int32_t imin = 0;
+    for (int j = 0; j < 8; ++j) {
+      // Sub-block j: the low (j even) or high (j odd) nibbles of qs[32 * (j / 2) + l].
+      const uint8_t* q = qs + 32 * (j / 2);
+      const int shift = 4 * (j % 2);
+      const int8_t* xq = a.qs + 32 * j;
+      int32_t sub = 0;
+      for (int l = 0; l < 32; ++l) {
+        int v = (q[l] >> shift) & 0x0f;
+        if (qh != nullptr) v |= ((qh[l] >> j) & 1) << 4;
+        sub += v * xq[l];
+      }
+      isum += scales[j] * sub;
+      imin += mins[j] * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+    }
+    sum += ((dw * a.d) * static_cast<float>(isum)) - ((dmin * a.d) * static_cast<float>(imin));
+  }
+  return sum;
+}
+
+float dot_q6_k_row(const uint8_t* row, const ActivationRows& x, size_t t) {
+  const size_t blocks = x.cols / kSuper;
+  float sum = 0.0f;
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = row + b * kQ6KBlockBytes;
+    const uint8_t* ql = blk;
+    const uint8_t* qh = blk + 128;
+    const uint8_t* scales = blk + 192;
+    const float dw = fp16_to_fp32(load_le16(blk + 208));
+    const ActivationBlock a = activation_block(x, t, b);
+    int32_t isum = 0;
+    for (int g = 0; g < 16; ++g) {  // 16-element group g: elements 16 * g + i
+      int32_t sub = 0;
+      for (int i = 0; i < 16; ++i) {
+        const int e = 16 * g + i;
+        const int h = e / 128, s = (e / 32) % 4, l = e % 32;
+        const int low = (ql[64 * h + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0x0f;
+        const int high = (qh[32 * h + l] >> (2 * s)) & 3;
+        sub += ((low | (high << 4)) - 32) * a.qs[e];
+      }
+      isum += static_cast<int8_t>(scales[g]) * sub;
+    }
+    sum += (dw * a.d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
+}  // namespace
+
+void dot_q4_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride) {
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t r = 0; r < rows; ++r) {
+      y[t * y_stride + r] = dot_q4_q5_k_row(w + r * row_bytes, kQ4KBlockBytes, false, x, t);
+    }
+  }
+}
+
+void dot_q5_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride) {
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t r = 0; r < rows; ++r) {
+      y[t * y_stride + r] = dot_q4_q5_k_row(w + r * row_bytes, kQ5KBlockBytes, true, x, t);
+    }
+  }
+}
+
+void dot_q6_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride) {
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t r = 0; r < rows; ++r) y[t * y_stride + r] = dot_q6_k_row(w + r * row_bytes, x, t);
+  }
+}
+
+}  // namespace tandem::kernels::detail

@@ -1,0 +1,94 @@
+// The weight-type kernel table: one row per type (reference conversion, activation format, per-ISA
+// dot products). Adding a type's fast path: its scalar and SIMD dot files, its row here, its tests.
+#include "kernels/cpu/weight_type_table.h"
+
+#include <array>
+
+#include "kernels/cpu/dequantize_rows.h"
+
+namespace tandem::kernels {
+namespace {
+
+using detail::QuantDotFn;
+using F = ActivationFormat;
+
+// The x86 SIMD entries; elsewhere every variant falls back to the scalar kernel (the dispatcher
+// never selects a SIMD variant there).
+#ifdef TANDEM_MATMUL_X86
+#define TANDEM_X86(fn) fn
+#else
+#define TANDEM_X86(fn) nullptr
+#endif
+
+// A row of a type with a quantized dot product: scalar, AVX2, AVX-512, AVX-512 VNNI kernels.
+constexpr WeightTypeKernels quantized(TensorType type,
+                                      void (*to_float)(const uint8_t*, float*, size_t), F format,
+                                      QuantDotFn scalar, QuantDotFn avx2, QuantDotFn avx512,
+                                      QuantDotFn avx512_vnni) {
+  return WeightTypeKernels{
+      type,
+      to_float,
+      format,
+      {scalar, avx2 ? avx2 : scalar, avx512 ? avx512 : scalar, avx512_vnni ? avx512_vnni : scalar}};
+}
+
+constexpr WeightTypeKernels float_only(TensorType type,
+                                       void (*to_float)(const uint8_t*, float*, size_t)) {
+  return WeightTypeKernels{type, to_float, F::kF32, {nullptr, nullptr, nullptr, nullptr}};
+}
+
+const std::array kTable = {
+    float_only(TensorType::kF32, dequantize_f32),
+    float_only(TensorType::kF16, dequantize_f16),
+    float_only(TensorType::kBF16, dequantize_bf16),
+    float_only(TensorType::kF64, dequantize_f64),
+    quantized(TensorType::kQ8_0, dequantize_q8_0, F::kQ8_0, detail::dot_q8_0_scalar,
+              TANDEM_X86(detail::dot_q8_0_avx2), TANDEM_X86(detail::dot_q8_0_avx2),
+              TANDEM_X86(detail::dot_q8_0_avx512_vnni)),
+    quantized(TensorType::kQ4_0, dequantize_q4_0, F::kQ8_0, detail::dot_q4_0_scalar,
+              TANDEM_X86(detail::dot_q4_0_avx2), TANDEM_X86(detail::dot_q4_0_avx2),
+              TANDEM_X86(detail::dot_q4_0_avx2)),
+    float_only(TensorType::kQ4_1, dequantize_q4_1),
+    float_only(TensorType::kQ5_0, dequantize_q5_0),
+    float_only(TensorType::kQ5_1, dequantize_q5_1),
+    quantized(TensorType::kMXFP4, dequantize_mxfp4, F::kQ8_0, detail::dot_mxfp4_scalar,
+              TANDEM_X86(detail::dot_mxfp4_avx2), TANDEM_X86(detail::dot_mxfp4_avx2),
+              TANDEM_X86(detail::dot_mxfp4_avx2)),
+    float_only(TensorType::kQ2_K, dequantize_q2_k),
+    float_only(TensorType::kQ3_K, dequantize_q3_k),
+    quantized(TensorType::kQ4_K, dequantize_q4_k, F::kQ8_K, detail::dot_q4_k_scalar,
+              TANDEM_X86(detail::dot_q4_k_avx2), TANDEM_X86(detail::dot_q4_k_avx2),
+              TANDEM_X86(detail::dot_q4_k_avx2)),
+    quantized(TensorType::kQ5_K, dequantize_q5_k, F::kQ8_K, detail::dot_q5_k_scalar,
+              TANDEM_X86(detail::dot_q5_k_avx2), TANDEM_X86(detail::dot_q5_k_avx2),
+              TANDEM_X86(detail::dot_q5_k_avx2)),
+    quantized(TensorType::kQ6_K, dequantize_q6_k, F::kQ8_K, detail::dot_q6_k_scalar,
+              TANDEM_X86(detail::dot_q6_k_avx2), TANDEM_X86(detail::dot_q6_k_avx2),
+              TANDEM_X86(detail::dot_q6_k_avx2)),
+};
+
+#undef TANDEM_X86
+
+}  // namespace
+
+std::span<const WeightTypeKernels> weight_type_table() {
+  return kTable;
+}
+
+const WeightTypeKernels* weight_type_kernels(TensorType type) {
+  for (const WeightTypeKernels& row : kTable) {
+    if (row.type == type) return &row;
+  }
+  return nullptr;
+}
+
+std::string weight_type_names() {
+  std::string names;
+  for (const WeightTypeKernels& row : kTable) {
+    if (!names.empty()) names += ", ";
+    names += tensor_type_name(row.type);
+  }
+  return names;
+}
+
+}  // namespace tandem::kernels
