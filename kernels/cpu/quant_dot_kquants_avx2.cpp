@@ -8,15 +8,20 @@
 // instructions here and chosen by the linker for code that runs on older CPUs.
 //
 // Exactness: each super-block's integer parts (isum, imin) are computed exactly in int32 lanes
-// (maddubs products cannot saturate: |pair sum| <= 2 * 63 * 127 = 16002 < 32767), reduced to
-// one int32 per (row, token), and then combined with the very float operations of the reference,
-// one token per SSE lane (lane-wise IEEE mul/sub/add round exactly as the scalar ones do, and
-// cvtdq2ps rounds as the scalar int -> float conversion does under the same MXCSR).
+// (maddubs pair sums cannot saturate: |q| <= 63 after Q6_K's +32, so <= 2 * 63 * 127 = 16002 <
+// 32767), reduced to one int32 per (row, token), and then combined with the very float operations
+// of the reference, one (row, token) per SSE lane: lane-wise IEEE mul/sub/add round exactly as
+// the scalar ones do, and cvtdq2ps rounds as the scalar int -> float conversion does under the
+// same MXCSR. Each lane accumulates its own sum in block order, as the reference does.
 //
-// Speed: one weight row is unpacked once per super-block and used for a group of up to 4 tokens
-// (register blocking); rows are walked in chunks of about kChunkBytes so that a chunk's weights
-// stay in L1/L2 while every token group passes over them, and a token group's activations stay
-// in L1 while they pass over the chunk's rows.
+// Speed (Zen3, one core): the vector pipes, not the loads, bound the integer part, so the work
+// per super-block outside the 16 multiplies is kept small and shared:
+//  - a tile of R rows x T tokens (R * T <= 4: 4 x 1, 2 x 2, 1 x 3, 1 x 4) shares one horizontal
+//    reduction and one 4-lane float combine per super-block; with T > 1 each weight block is
+//    unpacked once into registers and used for all T tokens (register blocking);
+//  - with more than 4 tokens, rows go in chunks of about kChunkBytes, so that the chunk's weights
+//    stay in L1/L2 while every token group passes over them;
+//  - weights are prefetched kPrefetchBytes ahead (see there).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -36,6 +41,12 @@ constexpr size_t kQ5KBlockBytes = 176;  // f16 d, f16 dmin, scales[12], qh[32], 
 constexpr size_t kQ6KBlockBytes = 210;  // ql[128], qh[64], int8 scales[16], f16 d
 constexpr size_t kMaxTokens = 4;        // tokens sharing one unpacked weight block
 constexpr size_t kChunkBytes = 16384;   // weight bytes per row chunk (see the file comment)
+// How far ahead of its reads a tile prefetches weights. The hardware prefetchers alone leave a
+// single core well below its DRAM read rate on the interleaved rows of a tile (measured on Zen3:
+// Q4_K 768 x 2048, one token, 7 -> 12 GB/s); but for Q6_K rows under kQ6KPrefetchMinRowBytes
+// software prefetch measured slower than none (11 -> 9 GB/s at 2048 x 768), so it is off there.
+constexpr size_t kPrefetchBytes = 4096;
+constexpr size_t kQ6KPrefetchMinRowBytes = 1024;
 
 // The activation rows of a group of 1..kMaxTokens tokens; entries past the group's size repeat
 // its last token (never used for results, but valid to read).
@@ -135,6 +146,23 @@ template <int R, int T>
                         static_cast<int64_t>(lane[0] | (lane[1] << 32)));
 }
 
+// Forces v to be computed here, in a register: without it GCC's expansion (TER) sinks each
+// accumulator's adds to the end of the super-block, keeping every product live and spilling.
+[[gnu::always_inline]] inline void keep_in_register(__m256i& v) {
+  asm("" : "+x"(v));
+}
+
+// Prefetches the kBlockBytes at p + ahead into L1. Prefetches never fault, so the address may lie
+// past the end of the weights (it is formed as an integer for that reason).
+template <size_t kBlockBytes>
+[[gnu::always_inline]] inline void prefetch_block(const uint8_t* p, size_t ahead) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) + ahead;
+#pragma GCC unroll 4
+  for (size_t off = 0; off < kBlockBytes; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(a + off), _MM_HINT_T0);
+  }
+}
+
 // ---- Q4_K / Q5_K.
 
 // The 8 scales of a super-block as bytes in the low 8 bytes of both 128-bit halves, and its 8
@@ -202,6 +230,7 @@ template <int T, bool kQ5, int C>
         _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)));
     acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_lo, s_lo));
     acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p_hi, s_hi));
+    keep_in_register(acc[t]);
   }
 }
 
@@ -209,7 +238,7 @@ template <int T, bool kQ5, int C>
 // (row i / T at w + (i / T) * row_bytes, token i % T of g), for i < R * T.
 template <int R, int T, bool kQ5>
 void q45_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
-                float* out) {
+                size_t prefetch, float* out) {
   constexpr int kLanes = R * T;
   constexpr size_t kBlockBytes = kQ5 ? kQ5KBlockBytes : kQ4KBlockBytes;
   __m128 sum = _mm_setzero_ps();
@@ -228,6 +257,7 @@ void q45_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGr
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w + r * row_bytes + b * kBlockBytes;
+      if (prefetch != 0) prefetch_block<kBlockBytes>(blk, prefetch);
       const ScalesMins sm = q45_k_scales(blk + 4);
       const uint8_t* qs = blk + (kQ5 ? 48 : 16);
       const __m256i qh = kQ5 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16))
@@ -298,6 +328,7 @@ template <int T, int S>
     const __m256i p = _mm256_maddubs_epi16(
         q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + 32 * S)));
     acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, s));
+    keep_in_register(acc[t]);
   }
 }
 
@@ -320,7 +351,8 @@ template <int T, int H>
 // 32 * sum_g scale_g * bsums_g: the bsums are the sums of the quants (activation_rows.h), so this
 // is exactly the reference's sum of q * xq * scale.
 template <int R, int T>
-void q6_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g, float* out) {
+void q6_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
+               size_t prefetch, float* out) {
   constexpr int kLanes = R * T;
   __m128 sum = _mm_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
@@ -331,6 +363,7 @@ void q6_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGro
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w + r * row_bytes + b * kQ6KBlockBytes;
+      if (prefetch != 0) prefetch_block<kQ6KBlockBytes>(blk, prefetch);
       const __m256i sc16 =
           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
       __m256i* row_acc = acc + r * T;
@@ -371,28 +404,31 @@ void q6_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGro
 // The tile kernels of one weight type.
 struct Q4KTiles {
   static constexpr size_t kBlockBytes = kQ4KBlockBytes;
+  static bool prefetch(size_t /*row_bytes*/) { return true; }
   template <int R, int T>
   static void tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
-                   float* out) {
-    q45_k_tile<R, T, false>(w, row_bytes, blocks, g, out);
+                   size_t prefetch, float* out) {
+    q45_k_tile<R, T, false>(w, row_bytes, blocks, g, prefetch, out);
   }
 };
 
 struct Q5KTiles {
   static constexpr size_t kBlockBytes = kQ5KBlockBytes;
+  static bool prefetch(size_t /*row_bytes*/) { return true; }
   template <int R, int T>
   static void tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
-                   float* out) {
-    q45_k_tile<R, T, true>(w, row_bytes, blocks, g, out);
+                   size_t prefetch, float* out) {
+    q45_k_tile<R, T, true>(w, row_bytes, blocks, g, prefetch, out);
   }
 };
 
 struct Q6KTiles {
   static constexpr size_t kBlockBytes = kQ6KBlockBytes;
+  static bool prefetch(size_t row_bytes) { return row_bytes >= kQ6KPrefetchMinRowBytes; }
   template <int R, int T>
   static void tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
-                   float* out) {
-    q6_k_tile<R, T>(w, row_bytes, blocks, g, out);
+                   size_t prefetch, float* out) {
+    q6_k_tile<R, T>(w, row_bytes, blocks, g, prefetch, out);
   }
 };
 
@@ -401,15 +437,21 @@ struct Q6KTiles {
 template <typename Tiles, int R, int T>
 void dot_tiles(const uint8_t* w, size_t row_bytes, size_t r0, size_t r1, size_t blocks,
                const TokenGroup& g, size_t t0, float* y, size_t y_stride) {
+  // Prefetch the weights about kPrefetchBytes ahead in memory, a whole number of tiles ahead so
+  // that each block's prefetch lands on the block that tile will read at the same position
+  // (0: none).
+  const size_t tile_bytes = R * row_bytes;
+  const size_t prefetch =
+      Tiles::prefetch(row_bytes) ? (kPrefetchBytes + tile_bytes - 1) / tile_bytes * tile_bytes : 0;
   float out[4];
   size_t r = r0;
   for (; r + R <= r1; r += R) {
-    Tiles::template tile<R, T>(w + r * row_bytes, row_bytes, blocks, g, out);
+    Tiles::template tile<R, T>(w + r * row_bytes, row_bytes, blocks, g, prefetch, out);
 #pragma GCC unroll 4
     for (int i = 0; i < R * T; ++i) y[(t0 + i % T) * y_stride + r + i / T] = out[i];
   }
   for (; r < r1; ++r) {
-    Tiles::template tile<1, T>(w + r * row_bytes, row_bytes, blocks, g, out);
+    Tiles::template tile<1, T>(w + r * row_bytes, row_bytes, blocks, g, prefetch, out);
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) y[(t0 + t) * y_stride + r] = out[t];
   }

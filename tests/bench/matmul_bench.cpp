@@ -1,6 +1,7 @@
 // Benchmark: the CPU matmul kernel variants (scalar, AVX2, AVX-512, AVX-512 VNNI) on an expert's
-// gate matrix (768 x 2048), one thread, for the int8 and float paths of every dense weight type.
-// Reports GFLOP/s (2 * rows * cols * tokens per call); compare variants within one run.
+// gate matrix (768 x 2048), one thread, for every weight type of the kernel table on its quantized
+// and float paths. Reports weight GB/s and GFLOP/s (2 * rows * cols * tokens per call); the matrix
+// stays in cache, so this times the kernels, not DRAM. Compare variants within one run.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_dispatch.h"
+#include "kernels/cpu/weight_type_table.h"
 
 namespace tandem::kernels {
 namespace {
@@ -22,34 +24,59 @@ constexpr size_t kCols = 2048;
 struct Case {
   TensorType type;
   MatmulActivations mode;
-  const char* name;
+  std::string name;
 };
 
-// Random weight bytes of `type` (normal floats; Q8_0: random quants and small scales).
+// The byte offsets of a block's fp16 scales (or MXFP4's exponent byte), set to sane values so that
+// random quant bytes never decode to NaN or subnormal scales (which would time something else).
+std::vector<size_t> scale_offsets(TensorType type) {
+  switch (type) {
+    case TensorType::kQ4_1:
+    case TensorType::kQ5_1:
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+      return {0, 2};
+    case TensorType::kQ2_K:
+      return {80, 82};
+    case TensorType::kQ3_K:
+      return {108};
+    case TensorType::kQ6_K:
+      return {208};
+    default:
+      return {0};
+  }
+}
+
+// Random weight bytes of `type`: normal floats for the float types; random quant bytes with
+// scales of 0.01 (MXFP4: exponent 120) for block types.
 std::vector<uint8_t> random_bytes(TensorType type, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<uint8_t> bytes;
-  const auto put16 = [&bytes](uint16_t v) {
-    bytes.push_back(static_cast<uint8_t>(v));
-    bytes.push_back(static_cast<uint8_t>(v >> 8));
-  };
   const size_t n = kRows * kCols;
-  for (size_t i = 0; i < n; ++i) {
-    const float f = normal(rng);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    if (type == TensorType::kF32) {
-      for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<uint8_t>(bits >> (8 * k)));
-    } else if (type == TensorType::kF16) {
-      put16(fp32_to_fp16_bits(f));
-    } else if (type == TensorType::kBF16) {
-      put16(static_cast<uint16_t>(bits >> 16));
-    } else if (i % 32 == 0) {  // Q8_0: a block header, then this element's quant
-      put16(fp32_to_fp16_bits(0.01f));
-      bytes.push_back(static_cast<uint8_t>(static_cast<int8_t>(f * 40.0f)));
-    } else {
-      bytes.push_back(static_cast<uint8_t>(static_cast<int8_t>(f * 40.0f)));
+  const TensorTypeTraits traits = *tensor_type_traits(type);
+  std::vector<uint8_t> bytes(n / traits.block_elements * traits.block_bytes);
+  if (traits.block_elements == 1) {
+    for (size_t i = 0; i < n; ++i) {
+      const float f = normal(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      const uint16_t h = type == TensorType::kF16 ? fp32_to_fp16_bits(f) : bits >> 16;
+      if (type == TensorType::kF32 || type == TensorType::kF64) {
+        std::memcpy(bytes.data() + i * traits.block_bytes, &f, 4);
+      } else {
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
     }
+    return bytes;
+  }
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(byte(rng));
+  const uint16_t scale = fp32_to_fp16_bits(0.01f);
+  for (size_t b = 0; b < bytes.size(); b += traits.block_bytes) {
+    if (type == TensorType::kMXFP4) {
+      bytes[b] = 120;
+      continue;
+    }
+    for (size_t off : scale_offsets(type)) std::memcpy(bytes.data() + b + off, &scale, 2);
   }
   return bytes;
 }
@@ -75,6 +102,9 @@ void run(benchmark::State& state, MatmulVariant variant, Case c) {
     benchmark::ClobberMemory();
   }
   set_matmul_variant(saved);
+  const double weight_bytes = static_cast<double>(bytes.size());
+  state.counters["weight_GB/s"] = benchmark::Counter(
+      weight_bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * kRows * kCols * static_cast<double>(n_tokens) *
                              static_cast<double>(state.iterations()) / 1e9,
@@ -82,11 +112,17 @@ void run(benchmark::State& state, MatmulVariant variant, Case c) {
 }
 
 void register_all() {
-  const Case cases[] = {{TensorType::kQ8_0, MatmulActivations::kQuantized, "q8_0_int8"},
-                        {TensorType::kQ8_0, MatmulActivations::kFloat, "q8_0_float"},
-                        {TensorType::kF16, MatmulActivations::kFloat, "f16"},
-                        {TensorType::kBF16, MatmulActivations::kFloat, "bf16"},
-                        {TensorType::kF32, MatmulActivations::kFloat, "f32"}};
+  // Every weight type of the kernel table, on its quantized path where it has one and on the float
+  // path.
+  std::vector<Case> cases;
+  for (const WeightTypeKernels& row : weight_type_table()) {
+    const std::string name(tensor_type_name(row.type));
+    if (row.activations != ActivationFormat::kF32) {
+      cases.push_back({row.type, MatmulActivations::kQuantized,
+                       name + "_x_" + std::string(activation_format_name(row.activations))});
+    }
+    cases.push_back({row.type, MatmulActivations::kFloat, name + "_float"});
+  }
   for (const Case& c : cases) {
     for (MatmulVariant v : {MatmulVariant::kScalar, MatmulVariant::kAvx2, MatmulVariant::kAvx512,
                             MatmulVariant::kAvx512Vnni}) {
