@@ -11,6 +11,7 @@
 #include "engine/base/check.h"
 #include "engine/experts/cpu_expert_worker.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/expert_ffn.h"
 
 namespace tandem::experts {
@@ -180,10 +181,11 @@ Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
       const kernels::WeightMatrix* ms[3] = {&h.gate, &h.up, &h.down};
       for (int i = 0; i < 3; ++i) {
         if (!kc::expert_ffn_supports(ms[i]->type)) {
-          return unimplemented_error(
-              "CUDA expert worker: layer " + std::to_string(l) + " expert " + std::to_string(e) +
-              " " + names[i] + " has weight type " + std::string(tensor_type_name(ms[i]->type)) +
-              "; the CUDA kernels take F32, F16, BF16 and Q8_0 (place these experts on the CPU)");
+          return unimplemented_error("CUDA expert worker: layer " + std::to_string(l) + " expert " +
+                                     std::to_string(e) + " " + names[i] + " has weight type " +
+                                     std::string(tensor_type_name(ms[i]->type)) +
+                                     "; the CUDA kernels take " + kc::cuda_weight_type_names() +
+                                     " (place these experts on the CPU)");
         }
       }
       if (h.gate.type != h.up.type) {

@@ -13,6 +13,7 @@
 
 #include "engine/runtime/scheduler.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/dense_ops.h"
 
 namespace tandem::runtime {
@@ -116,10 +117,10 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
                           plan_dense_device(spec, weights, geometry, options.max_batch_tokens));
   for (const DeviceUpload& u : plan.uploads) {
     if (u.matrix && !kc::dense_matmul_supports(u.type)) {
-      return unimplemented_error("tensor '" + u.name + "' has type " +
-                                 std::string(tensor_type_name(u.type)) +
-                                 ", which the CUDA dense kernels do not take (F32, F16, BF16, "
-                                 "Q8_0)");
+      return unimplemented_error(
+          "tensor '" + u.name + "' has type " + std::string(tensor_type_name(u.type)) +
+          ", which the CUDA dense kernels do not take (supported: " + kc::cuda_weight_type_names() +
+          ")");
     }
   }
 

@@ -35,12 +35,13 @@ struct CudaDenseInfo {
 
 // Holds, in device memory it owns (three cudaMallocs: weights, KV, scratch — the sizes of
 // estimate_cuda_dense_bytes — plus a larger block-table buffer if a batch ever needs one): every
-// dense weight but the token embedding (matrices in their file type, which must be F32, F16, BF16
-// or Q8_0; norms and biases as float), a KV mirror with the host pool's geometry and layout, and
-// scratch for max_batch_tokens tokens; page-locked host buffers stage every transfer. All work runs
-// on one stream it owns; moe_input and logits synchronise with it, the other calls only enqueue.
-// Arithmetic is float (Q8_0 weights meet float activations), so results match the CPU path with
-// quantized_activations = false to float rounding (sums reduced in another order), not bit for bit.
+// dense weight but the token embedding (matrices in their file type, one of
+// kernels/cuda/cuda_weight_types.h; norms and biases as float), a KV mirror with the host pool's
+// geometry and layout, and scratch for max_batch_tokens tokens; page-locked host buffers stage
+// every transfer. All work runs on one stream it owns; moe_input and logits synchronise with it,
+// the other calls only enqueue. Arithmetic is float (quantized weights meet float activations), so
+// results match the CPU path with quantized_activations = false to float rounding (sums reduced in
+// another order), not bit for bit.
 //
 // Threads: as DenseExecutor (one calling thread at a time; each call makes the device current).
 // The host KvPool must outlive every call (not the destructor); the checkpoint only needs to live

@@ -3,8 +3,9 @@
 //
 // Not yet optimized (correct first):
 // - matmul: no tensor cores (plain float FMA); only the decode kernel's F32/F16/BF16 rows with
-//   cols % 8 == 0 take 16-byte loads (Q8_0 rows and the tiled kernel load element by element; no
-//   cp.async/TMA, no double buffering); the decode kernel (n_tokens <= 8) gives one warp per
+//   cols % 8 == 0 take 16-byte loads (the block types and the tiled kernel load element by element,
+//   Q4_0/MXFP4/K-quants byte by byte; no cp.async/TMA, no double buffering; a K-quant's scales
+//   are unpacked again for every group of 8); the decode kernel (n_tokens <= 8) gives one warp per
 //   output row with no split-K, so a matrix with few rows leaves SMs idle; the tiled kernel
 //   (n_tokens > 8) keeps 32 tokens x 64 outputs per block and stages x through shared memory
 //   with no register blocking beyond 8 outputs per thread.
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/dense_ops_internal.h"
 #include "kernels/cuda/weight_load.cuh"
 
@@ -185,7 +187,7 @@ void launch_matmul(const DeviceMatrix& w, size_t row_bytes, const float* x, size
     const auto blocks =
         static_cast<unsigned>((w.rows + kDecodeRowsPerBlock - 1) / kDecodeRowsPerBlock);
     bool vec = false;
-    if constexpr (T != TensorType::kQ8_0) {
+    if constexpr (weight_load::kIsFloatType<T>) {
       vec = w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(data) % 16 == 0 &&
             reinterpret_cast<uintptr_t>(x) % 16 == 0;
       if (vec) {
@@ -332,24 +334,15 @@ using dense_internal::launch_status;
 using dense_internal::overlaps;
 
 bool dense_matmul_supports(TensorType type) {
-  return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16 ||
-         type == TensorType::kQ8_0;
+  return find_cuda_weight_type(type) != nullptr;
 }
 
 Status matmul_enqueue(const DeviceMatrix& w, const float* x, size_t n_tokens, float* y,
                       void* stream_ptr) {
-  if (!dense_matmul_supports(w.type)) {
-    return invalid_argument_error(std::string("CUDA matmul: unsupported weight type ") +
-                                  std::string(tensor_type_name(w.type)) +
-                                  " (supported: F32, F16, BF16, Q8_0)");
-  }
+  TANDEM_RETURN_IF_ERROR(check_cuda_weight_cols(w.type, w.cols, "CUDA matmul", "cols"));
   if (w.rows == 0 || w.cols == 0 || w.rows > kMaxDim || w.cols > kMaxDim) {
     return invalid_argument_error("CUDA matmul: matrix " + std::to_string(w.rows) + " x " +
                                   std::to_string(w.cols) + " out of range (1 .. 2^30 each)");
-  }
-  if (w.type == TensorType::kQ8_0 && w.cols % 32 != 0) {
-    return invalid_argument_error("CUDA matmul: Q8_0 needs cols to be a multiple of 32, got " +
-                                  std::to_string(w.cols));
   }
   if (n_tokens > kMaxDim) {
     return invalid_argument_error("CUDA matmul: " + std::to_string(n_tokens) +
@@ -359,7 +352,7 @@ Status matmul_enqueue(const DeviceMatrix& w, const float* x, size_t n_tokens, fl
   if (w.data == nullptr || x == nullptr || y == nullptr) {
     return invalid_argument_error("CUDA matmul: null pointer");
   }
-  const size_t align = w.type == TensorType::kF32 ? 4 : 2;
+  const size_t align = find_cuda_weight_type(w.type)->alignment;
   if (reinterpret_cast<uintptr_t>(w.data) % align != 0) {
     return invalid_argument_error("CUDA matmul: weights not aligned to " + std::to_string(align) +
                                   " bytes");
@@ -369,20 +362,9 @@ Status matmul_enqueue(const DeviceMatrix& w, const float* x, size_t n_tokens, fl
   }
   TANDEM_ASSIGN_OR_RETURN(const size_t row_bytes, tensor_type_bytes(w.type, w.cols));
   auto* stream = static_cast<cudaStream_t>(stream_ptr);
-  switch (w.type) {
-    case TensorType::kF32:
-      launch_matmul<TensorType::kF32>(w, row_bytes, x, n_tokens, y, stream);
-      break;
-    case TensorType::kF16:
-      launch_matmul<TensorType::kF16>(w, row_bytes, x, n_tokens, y, stream);
-      break;
-    case TensorType::kBF16:
-      launch_matmul<TensorType::kBF16>(w, row_bytes, x, n_tokens, y, stream);
-      break;
-    default:  // kQ8_0 (checked above)
-      launch_matmul<TensorType::kQ8_0>(w, row_bytes, x, n_tokens, y, stream);
-      break;
-  }
+  dispatch_cuda_weight_type(w.type, [&](auto type) {
+    launch_matmul<decltype(type)::value>(w, row_bytes, x, n_tokens, y, stream);
+  });
   return launch_status("matmul");
 }
 

@@ -14,9 +14,10 @@ namespace tandem::kernels::cuda {
 // - Pointers are DEVICE pointers owned by the caller; they must stay valid until the stream has
 //   run the work. `stream` is a cudaStream_t passed as void* (null = the default stream).
 // - Functions only enqueue (asynchronous). They return INVALID_ARGUMENT for sizes the kernels do
-//   not take (zero dimensions, null pointers, unsupported types, a Q8_0 row that is not a whole
-//   number of 32-element blocks) and INTERNAL naming the CUDA error when a launch is refused;
-//   faults inside a kernel surface at the caller's next synchronisation.
+//   not take (zero dimensions, null pointers, unsupported types, a weight row that is not a whole
+//   number of its type's blocks, e.g. 32 elements for Q8_0, 256 for Q4_K) and INTERNAL naming the
+//   CUDA error when a launch is refused; faults inside a kernel surface at the caller's next
+//   synchronisation.
 // - Arithmetic is float; results match the CPU references of kernels/cpu to float rounding (sums
 //   are reduced in a different order), not bit for bit.
 // - Any host thread that owns the stream may call them.
@@ -30,7 +31,9 @@ struct DeviceMatrix {
   size_t cols = 0;
 };
 
-// Whether matmul_enqueue takes weights of `type`: F32, F16, BF16, Q8_0 (dequantized in-kernel).
+// Whether matmul_enqueue takes weights of `type`: the types of kCudaWeightTypes
+// (cuda_weight_types.h), dequantized in-kernel to exactly the floats of kernels::dequantize().
+// w.data must be aligned to the type's CudaWeightType::alignment (at most 4 bytes).
 bool dense_matmul_supports(TensorType type);
 
 // y[t * w.rows + r] = sum_c x[t * w.cols + c] * W[r][c] for t < n_tokens (float accumulation).

@@ -6,10 +6,11 @@
 // weights (dequantized to float on load) in shared memory and steps over K.
 //
 // Not yet optimized (correct first): no tensor cores (plain FMA in float), no vectorized or
-// asynchronous (cp.async / TMA) weight loads, no double buffering, no split-K for decode (one
-// token per expert fills only hidden/64 or ffn/64 blocks per expert), rows of a tile are a
-// fixed 8 (prefill with many tokens per expert would want larger M tiles), and the gate/up
-// result makes a round trip through global memory between the two stages.
+// asynchronous (cp.async / TMA) weight loads (Q4_0, MXFP4 and the K-quants read byte by byte, and
+// a K-quant's scales are unpacked again for every group of 8 weights), no double buffering, no
+// split-K for decode (one token per expert fills only hidden/64 or ffn/64 blocks per expert), rows
+// of a tile are a fixed 8 (prefill with many tokens per expert would want larger M tiles), and the
+// gate/up result makes a round trip through global memory between the two stages.
 #include "kernels/cuda/expert_ffn.h"
 
 #include <cuda_runtime.h>
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/weight_load.cuh"
 
 namespace tandem::kernels::cuda {
@@ -26,7 +28,7 @@ using weight_load::load_weight_tile;
 
 constexpr int kTileM = static_cast<int>(kExpertFfnRowTile);  // rows (tokens) per block
 constexpr int kTileN = weight_load::kTileN;                  // output features per block
-constexpr int kTileK = weight_load::kTileK;                  // K per step (one Q8_0 block)
+constexpr int kTileK = weight_load::kTileK;                  // K per step
 constexpr int kThreads = weight_load::kTileThreads;
 constexpr unsigned kMaxGridY = 65535;
 
@@ -162,24 +164,15 @@ __global__ void combine_kernel(const uint32_t* pair_row, const float* out, int k
   }
 }
 
+// Runs Launch<T>::run(p, grid, stream) for the listed type T == type, then reports a refused
+// launch as INTERNAL.
 template <template <TensorType> class Launch>
 Status dispatch(TensorType type, const StageParams& p, dim3 grid, cudaStream_t stream) {
-  switch (type) {
-    case TensorType::kF32:
-      Launch<TensorType::kF32>::run(p, grid, stream);
-      break;
-    case TensorType::kF16:
-      Launch<TensorType::kF16>::run(p, grid, stream);
-      break;
-    case TensorType::kBF16:
-      Launch<TensorType::kBF16>::run(p, grid, stream);
-      break;
-    case TensorType::kQ8_0:
-      Launch<TensorType::kQ8_0>::run(p, grid, stream);
-      break;
-    default:
-      return invalid_argument_error(std::string("CUDA expert FFN: unsupported weight type ") +
-                                    std::string(tensor_type_name(type)));
+  const bool listed = dispatch_cuda_weight_type(
+      type, [&](auto t) { Launch<decltype(t)::value>::run(p, grid, stream); });
+  if (!listed) {  // expert_ffn_enqueue checks the types first
+    return invalid_argument_error(std::string("CUDA expert FFN: unsupported weight type ") +
+                                  std::string(tensor_type_name(type)));
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
@@ -207,18 +200,13 @@ Status check_dimension(TensorType type, size_t cols, const char* what) {
     return invalid_argument_error(std::string("CUDA expert FFN: ") + what + " " +
                                   std::to_string(cols) + " out of range");
   }
-  if (type == TensorType::kQ8_0 && cols % 32 != 0) {
-    return invalid_argument_error(std::string("CUDA expert FFN: Q8_0 needs ") + what +
-                                  " to be a multiple of 32, got " + std::to_string(cols));
-  }
-  return Status();
+  return check_cuda_weight_cols(type, cols, "CUDA expert FFN", what);
 }
 
 }  // namespace
 
 bool expert_ffn_supports(TensorType type) {
-  return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16 ||
-         type == TensorType::kQ8_0;
+  return find_cuda_weight_type(type) != nullptr;
 }
 
 size_t make_expert_ffn_tiles(const size_t* row_offsets, size_t n_experts, uint32_t* tiles) {
@@ -235,16 +223,10 @@ size_t make_expert_ffn_tiles(const size_t* row_offsets, size_t n_experts, uint32
 }
 
 Status expert_ffn_enqueue(const ExpertFfnGroup& g, void* stream_ptr) {
-  for (TensorType t : {g.gate_type, g.up_type, g.down_type}) {
-    if (!expert_ffn_supports(t)) {
-      return invalid_argument_error(std::string("CUDA expert FFN: unsupported weight type ") +
-                                    std::string(tensor_type_name(t)) +
-                                    " (supported: F32, F16, BF16, Q8_0)");
-    }
-  }
   if (g.gate_type != g.up_type) {
     return invalid_argument_error("CUDA expert FFN: gate and up must have one type");
   }
+  // Also refuses unlisted types, naming the supported ones.
   TANDEM_RETURN_IF_ERROR(check_dimension(g.gate_type, g.hidden, "hidden"));
   TANDEM_RETURN_IF_ERROR(check_dimension(g.down_type, g.ffn, "ffn"));
   if (g.n_tiles == 0 || g.n_rows == 0) return Status();

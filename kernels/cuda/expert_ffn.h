@@ -9,13 +9,14 @@
 
 namespace tandem::kernels::cuda {
 
-// Whether the grouped FFN kernels take weights of `type` (F32, F16, BF16, Q8_0).
+// Whether the grouped FFN kernels take weights of `type`: the types of kCudaWeightTypes
+// (cuda_weight_types.h), dequantized in-kernel to exactly the floats of kernels::dequantize().
 bool expert_ffn_supports(TensorType type);
 
 // One expert's three matrices in device memory, each in the ggml/torch row layout of
 // kernels::WeightMatrix (row r at r * tensor_type_bytes(type, cols)): gate and up [ffn x hidden],
-// down [hidden x ffn]. Device pointers; the caller owns the allocations (2-byte aligned at least;
-// cudaMalloc gives 256).
+// down [hidden x ffn]. Device pointers; the caller owns the allocations, aligned to the type's
+// CudaWeightType::alignment (at most 4 bytes; cudaMalloc gives 256).
 struct DeviceExpert {
   const void* gate = nullptr;
   const void* up = nullptr;
@@ -65,7 +66,8 @@ inline size_t max_expert_ffn_tiles(size_t n_rows, size_t n_experts) {
 //   stage 2, one launch over all (tile, hidden block) pairs: out[r] = scale[r] * down h[r]
 // Weights are dequantized in-kernel; arithmetic is float. Asynchronous: errors of the kernels
 // themselves show up at the next synchronisation. INVALID_ARGUMENT for an unsupported type or
-// inconsistent sizes (hidden/ffn 0, Q8_0 with a dimension not a multiple of 32); INTERNAL with
+// inconsistent sizes (hidden/ffn 0, a dimension that is not a whole number of its type's blocks:
+// hidden for gate/up, ffn for down, e.g. a multiple of 32 for Q8_0, of 256 for Q4_K); INTERNAL with
 // the CUDA error when a launch is refused. Any host thread that owns the stream.
 Status expert_ffn_enqueue(const ExpertFfnGroup& group, void* stream);
 

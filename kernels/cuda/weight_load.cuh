@@ -1,10 +1,17 @@
-// Device helpers shared by the CUDA matmul kernels: in-kernel dequantization of weight rows in
-// F32, F16, BF16 and Q8_0 to float (load8) and the 64 x 32 shared-memory weight tile load.
+// Device helpers shared by the CUDA matmul kernels: in-kernel dequantization of weight rows of
+// every type of kCudaWeightTypes (cuda_weight_types.h) to float (load8) and the 64 x 32
+// shared-memory weight tile load.
 //
 // Contract: a weight matrix is rows of row_bytes = tensor_type_bytes(type, k) bytes (the layout of
-// kernels::WeightMatrix). For Q8_0, k is a multiple of 32 (the launchers check it); for the other
-// types any k > 0 works and columns >= k read as zero. Rows must be aligned to their element
-// (2 bytes for F16/BF16/Q8_0, 4 for F32), which the row layout gives when the matrix start is.
+// kernels::WeightMatrix). For a block type, k is a multiple of its block (32 or 256; the launchers
+// check it); for F32/F16/BF16 any k > 0 works and columns >= k read as zero. The matrix start must
+// be aligned to the type's CudaWeightType::alignment (matmul_enqueue checks it; the expert FFN's
+// callers must give it). Q4_0, MXFP4 and the K-quants are read byte by byte (their rows start at
+// multiples of 18, 17, 144, 176 or 210 bytes, so no wider alignment holds for all of them).
+//
+// Every conversion gives exactly the float of kernels::dequantize() (kernels/cpu): the same float
+// operations in the same order, written as __fmul_rn / __fsub_rn so that nvcc's default FMA
+// contraction cannot fuse them. Denormals are kept (the build does not pass -ftz / fast math).
 // Header-only (templates and inline device functions); include from .cu files only.
 #pragma once
 
@@ -15,12 +22,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/tensor_type.h"
 
 namespace tandem::kernels::cuda::weight_load {
-
-constexpr int kQ8_0BlockBytes = 34;  // fp16 scale + 32 int8
-constexpr int kQ8_0BlockElems = 32;
 
 // The weight tile of load_weight_tile: kTileN rows x kTileK columns, filled by kTileThreads
 // threads with 8 elements each.
@@ -28,23 +33,138 @@ constexpr int kTileN = 64;
 constexpr int kTileK = 32;
 constexpr int kTileThreads = 256;
 static_assert(kTileN * kTileK == kTileThreads * 8, "eight weight elements per thread");
-static_assert(kTileK % kQ8_0BlockElems == 0, "a K step covers whole Q8_0 blocks");
+
+// load8's groups of 8 (c0 % 8 == 0) never straddle a block, and with k a whole number of blocks a
+// group is all inside the row or all past it.
+constexpr bool blocks_hold_whole_groups_of_8() {
+  for (const CudaWeightType& t : kCudaWeightTypes) {
+    if (t.block_elements != 1 && t.block_elements % 8 != 0) return false;
+  }
+  return true;
+}
+static_assert(blocks_hold_whole_groups_of_8(), "every block holds whole groups of 8");
+
+// Whether T is one element per "block" (F32, F16, BF16): any k, element loads.
+template <TensorType T>
+inline constexpr bool kIsFloatType = kCudaWeightTypeOf<T>.block_elements == 1;
+
+namespace detail {
+
+// Little-endian 16 bits from two bytes (no alignment needed).
+__device__ __forceinline__ unsigned short le16(const uint8_t* p) {
+  return static_cast<unsigned short>(p[0] | (p[1] << 8));
+}
+
+// The IEEE half at p (any alignment), exactly as a float.
+__device__ __forceinline__ float half_at(const uint8_t* p) {
+  return __half2float(__ushort_as_half(le16(p)));
+}
+
+// Q8_0 (34 B: fp16 d at 2-byte alignment, int8 qs[32]): elements j0 .. j0 + 7 = qs[j] * d.
+__device__ __forceinline__ void q8_0(const uint8_t* block, int j0, float* dst) {
+  const float d = __half2float(*reinterpret_cast<const __half*>(block));
+  const int8_t* qs = reinterpret_cast<const int8_t*>(block + 2) + j0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) dst[j] = __fmul_rn(static_cast<float>(qs[j]), d);
+}
+
+// Q4_0 (18 B: fp16 d, qs[16]): element j < 16 is the low nibble of qs[j], j >= 16 the high nibble
+// of qs[j - 16]; value (q - 8) * d. j0 in {0, 8, 16, 24}.
+__device__ __forceinline__ void q4_0(const uint8_t* block, int j0, float* dst) {
+  const float d = half_at(block);
+  const uint8_t* qs = block + 2 + j0 % 16;
+  const int shift = j0 < 16 ? 0 : 4;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    dst[j] = __fmul_rn(static_cast<float>(((qs[j] >> shift) & 0x0f) - 8), d);
+  }
+}
+
+// 2^(e - 128) exactly (ggml's E8M0 half scale): a normal float for e >= 2, the subnormals 2^-127
+// and 2^-128 as bit patterns for e = 1 and 0; e = 255 is 2^127 (no NaN code).
+__device__ __forceinline__ float e8m0_half(unsigned e) {
+  return __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+}
+
+// MXFP4 (17 B: uint8 e, qs[16] in the Q4_0 nibble order): value kvalues[q] * 2^(e - 128) with
+// kvalues = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ..., -12} (the E2M1 values doubled): bit 3 of q is
+// the sign, the magnitudes are the nibbles of 0xC8643210. j0 in {0, 8, 16, 24}.
+__device__ __forceinline__ void mxfp4(const uint8_t* block, int j0, float* dst) {
+  const float d = e8m0_half(block[0]);
+  const uint8_t* qs = block + 1 + j0 % 16;
+  const int shift = j0 < 16 ? 0 : 4;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const unsigned q = (qs[j] >> shift) & 0x0fu;
+    const int magnitude = static_cast<int>((0xC8643210u >> (4 * (q & 7u))) & 0x0fu);
+    dst[j] = __fmul_rn(static_cast<float>((q & 8u) != 0 ? -magnitude : magnitude), d);
+  }
+}
+
+// The 6-bit scale and min of sub-block j (0..7) of Q4_K/Q5_K's 12 packed bytes s (as
+// unpack_scale_min of kernels/cpu/dequantize_kquants.cpp).
+__device__ __forceinline__ void scale_min_k(const uint8_t* s, int j, int* scale, int* min) {
+  if (j < 4) {
+    *scale = s[j] & 63;
+    *min = s[j + 4] & 63;
+  } else {
+    *scale = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+    *min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Q4_K (144 B: fp16 d, fp16 dmin, scales[12], qs[128]) and Q5_K (176 B: the same with qh[32]
+// before qs[128]): element e = 64 c + 32 s + l is nibble s of qs[32 c + l] (plus, for Q5_K, bit
+// e / 32 of qh[l] as the fifth bit); value (d * scale) * q - (dmin * min) of sub-block e / 32.
+// e0 % 8 == 0, so the 8 elements share one sub-block.
+template <bool kFifthBit>
+__device__ __forceinline__ void q45_k(const uint8_t* block, int e0, float* dst) {
+  const float d = half_at(block);
+  const float dmin = half_at(block + 2);
+  const int j = e0 / 32;
+  const int l0 = e0 % 32;
+  int scale = 0;
+  int min = 0;
+  scale_min_k(block + 4, j, &scale, &min);
+  const float d1 = __fmul_rn(d, static_cast<float>(scale));
+  const float m1 = __fmul_rn(dmin, static_cast<float>(min));
+  const uint8_t* qs = block + (kFifthBit ? 48 : 16) + 32 * (j / 2) + l0;
+  const int shift = 4 * (j % 2);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    int q = (qs[i] >> shift) & 0x0f;
+    if constexpr (kFifthBit) q |= ((block[16 + l0 + i] >> j) & 1) << 4;  // qh[l0 + i]
+    dst[i] = __fsub_rn(__fmul_rn(d1, static_cast<float>(q)), m1);
+  }
+}
+
+// Q6_K (210 B: ql[128], qh[64], int8 scales[16], fp16 d): element e = 128 h + 32 s + l has low
+// nibble s / 2 of ql[64 h + 32 (s % 2) + l] and high bits (qh[32 h + l] >> 2 s) & 3; value
+// (d * scales[e / 16]) * (q - 32). e0 % 8 == 0, so the 8 elements share one scale.
+__device__ __forceinline__ void q6_k(const uint8_t* block, int e0, float* dst) {
+  const int h = e0 / 128;
+  const int s = (e0 / 32) % 4;
+  const int l0 = e0 % 32;
+  const uint8_t* ql = block + 64 * h + 32 * (s % 2) + l0;
+  const uint8_t* qh = block + 128 + 32 * h + l0;
+  const float d = half_at(block + 208);
+  const float dl = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(block[192 + e0 / 16])));
+  const int low_shift = 4 * (s / 2);
+  const int high_shift = 2 * s;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int low = (ql[i] >> low_shift) & 0x0f;
+    const int high = (qh[i] >> high_shift) & 3;
+    dst[i] = __fmul_rn(dl, static_cast<float>((low | (high << 4)) - 32));
+  }
+}
+
+}  // namespace detail
 
 // Converts the 8 weights [c0, c0 + 8) of one row to float; columns >= k are zero. c0 % 8 == 0.
 template <TensorType T>
 __device__ __forceinline__ void load8(const uint8_t* row, int c0, int k, float* dst) {
-  if constexpr (T == TensorType::kQ8_0) {
-    if (c0 >= k) {  // k is a multiple of 32, so a group of 8 is all in or all out
-#pragma unroll
-      for (int j = 0; j < 8; ++j) dst[j] = 0.0f;
-      return;
-    }
-    const uint8_t* block = row + static_cast<size_t>(c0 / kQ8_0BlockElems) * kQ8_0BlockBytes;
-    const float d = __half2float(*reinterpret_cast<const __half*>(block));
-    const int8_t* qs = reinterpret_cast<const int8_t*>(block + 2) + (c0 % kQ8_0BlockElems);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) dst[j] = d * static_cast<float>(qs[j]);
-  } else {
+  if constexpr (kIsFloatType<T>) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int c = c0 + j;
@@ -61,6 +181,30 @@ __device__ __forceinline__ void load8(const uint8_t* row, int c0, int k, float* 
       }
       dst[j] = v;
     }
+  } else {
+    if (c0 >= k) {  // k is whole blocks, so a group of 8 is all in or all out
+#pragma unroll
+      for (int j = 0; j < 8; ++j) dst[j] = 0.0f;
+      return;
+    }
+    constexpr int kElems = static_cast<int>(kCudaWeightTypeOf<T>.block_elements);
+    constexpr size_t kBytes = kCudaWeightTypeOf<T>.block_bytes;
+    const uint8_t* block = row + static_cast<size_t>(c0 / kElems) * kBytes;
+    const int e0 = c0 % kElems;
+    if constexpr (T == TensorType::kQ8_0) {
+      detail::q8_0(block, e0, dst);
+    } else if constexpr (T == TensorType::kQ4_0) {
+      detail::q4_0(block, e0, dst);
+    } else if constexpr (T == TensorType::kMXFP4) {
+      detail::mxfp4(block, e0, dst);
+    } else if constexpr (T == TensorType::kQ4_K) {
+      detail::q45_k<false>(block, e0, dst);
+    } else if constexpr (T == TensorType::kQ5_K) {
+      detail::q45_k<true>(block, e0, dst);
+    } else {
+      static_assert(T == TensorType::kQ6_K, "a listed block type without a conversion");
+      detail::q6_k(block, e0, dst);
+    }
   }
 }
 
@@ -70,7 +214,7 @@ __device__ __forceinline__ void load8(const uint8_t* row, int c0, int k, float* 
 // two for F32. Element 2i of a 32-bit word is its low half (little-endian, as the row bytes).
 template <TensorType T>
 __device__ __forceinline__ void load8_vec(const uint8_t* row, int c0, float* dst) {
-  static_assert(T == TensorType::kF32 || T == TensorType::kF16 || T == TensorType::kBF16);
+  static_assert(kIsFloatType<T>, "wide loads for F32/F16/BF16 only");
   if constexpr (T == TensorType::kF32) {
     const auto* p = reinterpret_cast<const float4*>(row + static_cast<size_t>(c0) * 4);
     const float4 a = p[0];

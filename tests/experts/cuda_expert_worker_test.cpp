@@ -15,7 +15,10 @@
 #include "engine/experts/experts.h"
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/expert_ffn.h"
+#include "tests/experts/random_experts.h"
 #include "tests/kernels/random_weights.h"
 
 #include <cuda_runtime.h>
@@ -23,10 +26,15 @@
 namespace tandem::experts {
 namespace {
 
-constexpr size_t kLayers = 2;
-constexpr size_t kExperts = 8;
-constexpr size_t kHidden = 160;  // a multiple of 32 (Q8_0) but not of the 64-wide output tiles
+constexpr size_t kLayers = testing::kRandomExpertLayers;
+constexpr size_t kExperts = testing::kRandomExperts;
+// The FFN shape of the types with 32-element (or no) blocks: hidden is a multiple of 32 but not
+// of the 64-wide output tiles.
+constexpr size_t kHidden = 160;
 constexpr size_t kFfn = 96;
+// The K-quants' shape: rows (matrix columns hidden and ffn) of whole 256-element super-blocks.
+constexpr size_t kHiddenK = 512;
+constexpr size_t kFfnK = 256;
 
 // True when a device is present; otherwise WARNs why the case does nothing.
 bool have_device() {
@@ -35,76 +43,28 @@ bool have_device() {
   return false;
 }
 
-// Random bytes of a rows x cols matrix in `type`, with values of magnitude ~0.1.
-std::vector<uint8_t> random_matrix(TensorType type, size_t rows, size_t cols, std::mt19937& rng) {
-  return testing::random_weight_bytes(type, rows, cols, 0.2f, rng);
+// The shape for `type`: (kHidden, kFfn) when both are whole blocks of it, else (kHiddenK, kFfnK).
+bool wants_k_shape(TensorType type) {
+  const kernels::cuda::CudaWeightType* t = kernels::cuda::find_cuda_weight_type(type);
+  return t != nullptr && (kHidden % t->block_elements != 0 || kFfn % t->block_elements != 0);
 }
 
-// A two-layer MoE "model" with random fused expert tensors of one type, enough for both workers.
-struct RandomExperts {
-  model::ModelSpec spec;
-  std::vector<std::vector<uint8_t>> storage;
-  std::vector<model::TensorInfo> tensors;  // gate, up, down per layer (fixed size: no realloc)
-  model::ModelWeights weights;
-
-  RandomExperts(TensorType type, uint32_t seed) {
-    spec.n_layers = kLayers;
-    spec.hidden_size = kHidden;
-    spec.n_experts = kExperts;
-    spec.n_experts_used = 3;
-    spec.expert_ffn_size = kFfn;
-    std::mt19937 rng(seed);
-    tensors.resize(3 * kLayers);
-    storage.resize(3 * kLayers);
-    weights.layers.resize(kLayers);
-    for (size_t l = 0; l < kLayers; ++l) {
-      for (size_t p = 0; p < 3; ++p) {
-        const size_t rows = p == 2 ? kHidden : kFfn;
-        const size_t cols = p == 2 ? kFfn : kHidden;
-        auto& bytes = storage[3 * l + p];
-        bytes = random_matrix(type, kExperts * rows, cols, rng);
-        model::TensorInfo& t = tensors[3 * l + p];
-        t.name = "blk." + std::to_string(l) + (p == 0 ? ".gate" : p == 1 ? ".up" : ".down");
-        t.type = type;
-        t.shape = {kExperts, rows, cols};
-        t.n_elements = kExperts * rows * cols;
-        t.data = bytes;
-      }
-      model::LayerWeights& lw = weights.layers[l];
-      lw.moe = true;
-      lw.experts_gate = model::ExpertWeights::fused(&tensors[3 * l]);
-      lw.experts_up = model::ExpertWeights::fused(&tensors[3 * l + 1]);
-      lw.experts_down = model::ExpertWeights::fused(&tensors[3 * l + 2]);
-    }
-  }
-};
+// The random experts of `type`, in the (kHidden, kFfn) shape or, where the type's blocks do not
+// divide it, the (kHiddenK, kFfnK) one.
+testing::RandomExperts random_experts(TensorType type, uint32_t seed) {
+  const bool k_shape = wants_k_shape(type);
+  return testing::RandomExperts(type, k_shape ? kHiddenK : kHidden, k_shape ? kFfnK : kFfn, seed);
+}
 
 Routing random_routing(size_t n_tokens, size_t k, std::mt19937& rng) {
-  Routing r;
-  r.n_tokens = n_tokens;
-  r.k = k;
-  std::vector<int32_t> ids(kExperts);
-  for (size_t i = 0; i < kExperts; ++i) ids[i] = static_cast<int32_t>(i);
-  std::uniform_real_distribution<float> w(0.05f, 0.6f);
-  for (size_t t = 0; t < n_tokens; ++t) {
-    std::shuffle(ids.begin(), ids.end(), rng);
-    for (size_t s = 0; s < k; ++s) {
-      r.experts.push_back(ids[s]);
-      r.weights.push_back(w(rng));
-    }
-  }
-  return r;
+  return testing::random_routing(n_tokens, k, kExperts, rng);
 }
 
-std::vector<float> random_input(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> x(n);
-  for (float& v : x) v = d(rng);
-  return x;
-}
+using testing::random_input;
 
 // Both sides dequantize exactly and compute in float; only the summation order (and expf) differ,
-// so the tolerance is relative to the largest reference magnitude. K = 160 / 96 terms.
+// so the tolerance is relative to the largest reference magnitude. K = 160 / 96 terms (512 / 256
+// for the K-quants).
 double tolerance(TensorType type) {
   switch (type) {
     case TensorType::kF32:
@@ -112,7 +72,7 @@ double tolerance(TensorType type) {
     case TensorType::kF16:
     case TensorType::kBF16:
       return 2e-4;
-    default:  // Q8_0: larger magnitudes per block scale, same exact dequantization
+    default:  // the block types: larger magnitudes per block scale, same exact dequantization
       return 2e-4;
   }
 }
@@ -137,16 +97,24 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
   CHECK(worst <= tol * scale);
 }
 
-const TensorType kTypes[] = {TensorType::kF32, TensorType::kF16, TensorType::kBF16,
-                             TensorType::kQ8_0};
+// Every type the CUDA kernels take (kCudaWeightTypes).
+std::vector<TensorType> cuda_types() {
+  std::vector<TensorType> types;
+  for (const kernels::cuda::CudaWeightType& t : kernels::cuda::kCudaWeightTypes) {
+    types.push_back(t.type);
+  }
+  return types;
+}
 
 // Runs without a device: the random experts these cases use are valid CPU experts, and the CPU
 // worker (the reference of the [cuda] cases) agrees with a double-precision reference built from
 // dequantize() here, so a [cuda] failure points at the device side.
 TEST_CASE("the random experts of the [cuda] cases are a sound CPU reference", "[cuda][experts]") {
-  for (TensorType type : kTypes) {
+  for (TensorType type : cuda_types()) {
     INFO(tensor_type_name(type));
-    RandomExperts model(type, 7);
+    testing::RandomExperts model = random_experts(type, 7);
+    const size_t hidden = model.hidden;
+    const size_t ffn = model.ffn;
     auto cpu = CpuExpertWorker::create(model.spec, model.weights, nullptr,
                                        kernels::MatmulActivations::kFloat);
     REQUIRE(cpu.ok());
@@ -154,11 +122,11 @@ TEST_CASE("the random experts of the [cuda] cases are a sound CPU reference", "[
     const size_t n_tokens = 5;
     const size_t k = 2;
     const Routing routing = random_routing(n_tokens, k, rng);
-    const std::vector<float> x = random_input(n_tokens * kHidden, rng);
+    const std::vector<float> x = random_input(n_tokens * hidden, rng);
     ExpertGroups groups;
     group_by_expert(routing, kExperts, {}, 0, groups);
-    std::vector<float> got(n_tokens * k * kHidden);
-    ExpertJob job{1, x, n_tokens, kHidden, k, &groups, got};
+    std::vector<float> got(n_tokens * k * hidden);
+    ExpertJob job{1, x, n_tokens, hidden, k, &groups, got};
     REQUIRE((*cpu)->run(job).ok());
     // Reference for layer 1.
     auto dequant = [&](size_t p, size_t e, size_t rows, size_t cols) {
@@ -172,24 +140,24 @@ TEST_CASE("the random experts of the [cuda] cases are a sound CPU reference", "[
     std::vector<double> want(got.size());
     for (size_t pair = 0; pair < n_tokens * k; ++pair) {
       const size_t e = static_cast<size_t>(routing.experts[pair]);
-      const auto gate = dequant(0, e, kFfn, kHidden);
-      const auto up = dequant(1, e, kFfn, kHidden);
-      const auto down = dequant(2, e, kHidden, kFfn);
-      const float* xt = x.data() + (pair / k) * kHidden;
-      std::vector<double> h(kFfn);
-      for (size_t f = 0; f < kFfn; ++f) {
+      const auto gate = dequant(0, e, ffn, hidden);
+      const auto up = dequant(1, e, ffn, hidden);
+      const auto down = dequant(2, e, hidden, ffn);
+      const float* xt = x.data() + (pair / k) * hidden;
+      std::vector<double> h(ffn);
+      for (size_t f = 0; f < ffn; ++f) {
         double g = 0.0;
         double u = 0.0;
-        for (size_t c = 0; c < kHidden; ++c) {
-          g += static_cast<double>(gate[f * kHidden + c]) * xt[c];
-          u += static_cast<double>(up[f * kHidden + c]) * xt[c];
+        for (size_t c = 0; c < hidden; ++c) {
+          g += static_cast<double>(gate[f * hidden + c]) * xt[c];
+          u += static_cast<double>(up[f * hidden + c]) * xt[c];
         }
         h[f] = g / (1.0 + std::exp(-g)) * u;
       }
-      for (size_t o = 0; o < kHidden; ++o) {
+      for (size_t o = 0; o < hidden; ++o) {
         double acc = 0.0;
-        for (size_t f = 0; f < kFfn; ++f) acc += static_cast<double>(down[o * kFfn + f]) * h[f];
-        want[pair * kHidden + o] = acc;
+        for (size_t f = 0; f < ffn; ++f) acc += static_cast<double>(down[o * ffn + f]) * h[f];
+        want[pair * hidden + o] = acc;
       }
     }
     std::vector<float> want_f(want.begin(), want.end());
@@ -199,8 +167,9 @@ TEST_CASE("the random experts of the [cuda] cases are a sound CPU reference", "[
 
 TEST_CASE("CUDA expert worker matches the CPU worker for every weight type", "[cuda][experts]") {
   if (!have_device()) return;
-  for (TensorType type : kTypes) {
-    RandomExperts model(type, 11);
+  for (TensorType type : cuda_types()) {
+    testing::RandomExperts model = random_experts(type, 11);
+    const size_t hidden = model.hidden;
     auto cpu = CpuExpertWorker::create(model.spec, model.weights, nullptr,
                                        kernels::MatmulActivations::kFloat);
     REQUIRE(cpu.ok());
@@ -215,18 +184,18 @@ TEST_CASE("CUDA expert worker matches the CPU worker for every weight type", "[c
         INFO(tensor_type_name(type) << ", " << n_tokens << " tokens, layer " << layer);
         const size_t k = 3;
         const Routing routing = random_routing(n_tokens, k, rng);
-        const std::vector<float> x = random_input(n_tokens * kHidden, rng);
+        const std::vector<float> x = random_input(n_tokens * hidden, rng);
         ExpertGroups groups;
         group_by_expert(routing, kExperts, {}, 0, groups);
         ExpertJob job;
         job.layer = layer;
         job.input = x;
         job.n_tokens = n_tokens;
-        job.hidden = kHidden;
+        job.hidden = hidden;
         job.k = k;
         job.groups = &groups;
-        std::vector<float> want(n_tokens * k * kHidden, 0.0f);
-        std::vector<float> got(n_tokens * k * kHidden, -7.0f);
+        std::vector<float> want(n_tokens * k * hidden, 0.0f);
+        std::vector<float> got(n_tokens * k * hidden, -7.0f);
         job.pair_out = want;
         REQUIRE((*cpu)->run(job).ok());
         job.pair_out = got;
@@ -239,8 +208,9 @@ TEST_CASE("CUDA expert worker matches the CPU worker for every weight type", "[c
 
 TEST_CASE("MoeLayer with a mixed CPU/CUDA expert map matches all-CPU", "[cuda][experts]") {
   if (!have_device()) return;
-  for (TensorType type : kTypes) {
-    RandomExperts model(type, 23);
+  for (TensorType type : cuda_types()) {
+    testing::RandomExperts model = random_experts(type, 23);
+    const size_t hidden = model.hidden;
     auto cpu = CpuExpertWorker::create(model.spec, model.weights, nullptr,
                                        kernels::MatmulActivations::kFloat);
     REQUIRE(cpu.ok());
@@ -267,12 +237,11 @@ TEST_CASE("MoeLayer with a mixed CPU/CUDA expert map matches all-CPU", "[cuda][e
       for (size_t layer = 0; layer < kLayers; ++layer) {
         INFO(tensor_type_name(type) << ", " << n_tokens << " tokens, layer " << layer);
         const Routing routing = random_routing(n_tokens, 2, rng);
-        const std::vector<float> x = random_input(n_tokens * kHidden, rng);
-        std::vector<float> want(n_tokens * kHidden);
-        std::vector<float> got(n_tokens * kHidden);
-        REQUIRE(
-            all_cpu.run(layer, kExperts, x, n_tokens, kHidden, routing, ExpertMap(), want).ok());
-        REQUIRE(mixed.run(layer, kExperts, x, n_tokens, kHidden, routing, map, got).ok());
+        const std::vector<float> x = random_input(n_tokens * hidden, rng);
+        std::vector<float> want(n_tokens * hidden);
+        std::vector<float> got(n_tokens * hidden);
+        REQUIRE(all_cpu.run(layer, kExperts, x, n_tokens, hidden, routing, ExpertMap(), want).ok());
+        REQUIRE(mixed.run(layer, kExperts, x, n_tokens, hidden, routing, map, got).ok());
         check_close(got, want, tolerance(type));
       }
     }
@@ -283,7 +252,7 @@ TEST_CASE("MoeLayer with a mixed CPU/CUDA expert map matches all-CPU", "[cuda][e
 // split of the experts between workers changes nothing): each token alone gives the same bits.
 TEST_CASE("CUDA expert worker results do not depend on the rest of the job", "[cuda][experts]") {
   if (!have_device()) return;
-  RandomExperts model(TensorType::kBF16, 41);
+  testing::RandomExperts model = random_experts(TensorType::kBF16, 41);
   auto gpu = CudaExpertWorker::create(model.spec, model.weights, ExpertMap(), {});
   REQUIRE(gpu.ok());
   std::mt19937 rng(4);
@@ -316,7 +285,7 @@ TEST_CASE("expert_ffn kernels scale by the routing weight and combine in slot or
           "[cuda][experts]") {
   if (!have_device()) return;
   namespace kc = kernels::cuda;
-  RandomExperts model(TensorType::kQ8_0, 31);
+  testing::RandomExperts model = random_experts(TensorType::kQ8_0, 31);
   auto cpu = CpuExpertWorker::create(model.spec, model.weights, nullptr,
                                      kernels::MatmulActivations::kFloat);
   REQUIRE(cpu.ok());
@@ -390,33 +359,34 @@ TEST_CASE("expert_ffn kernels scale by the routing weight and combine in slot or
   check_close(got, want, tolerance(TensorType::kQ8_0));
 
   // An unsupported type is refused before any launch.
-  group.down_type = TensorType::kQ4_K;
+  group.down_type = TensorType::kQ4_1;
   CHECK(kc::expert_ffn_enqueue(group, nullptr).code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("CUDA expert worker refuses what it cannot run", "[cuda][experts]") {
   if (cuda_device_count() == 0) {
     // The one case that runs everywhere: no device is a clear UNAVAILABLE, not a crash.
-    RandomExperts model(TensorType::kF16, 3);
+    testing::RandomExperts model = random_experts(TensorType::kF16, 3);
     auto gpu = CudaExpertWorker::create(model.spec, model.weights, ExpertMap(), {});
     REQUIRE_FALSE(gpu.ok());
     CHECK(gpu.status().code() == StatusCode::kUnavailable);
     CHECK_THAT(gpu.status().message(), Catch::Contains("no CUDA device"));
     return;
   }
-  RandomExperts model(TensorType::kF16, 3);
-  // Q4_0 is a valid model type the CUDA kernels do not take (same block size as Q8_0's 32).
-  std::vector<uint8_t> q4(kExperts * kFfn * (kHidden / 32) * 18, 0);
-  model.tensors[0].type = TensorType::kQ4_0;
+  testing::RandomExperts model = random_experts(TensorType::kF16, 3);
+  // Q4_1 is a valid model type the CUDA kernels do not take (same block size as Q8_0's 32).
+  std::vector<uint8_t> q4(kExperts * kFfn * (kHidden / 32) * 20, 0);
+  model.tensors[0].type = TensorType::kQ4_1;
   model.tensors[0].data = q4;
   auto bad = CudaExpertWorker::create(model.spec, model.weights, ExpertMap(), {});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().code() == StatusCode::kUnimplemented);
-  CHECK_THAT(bad.status().message(), Catch::Contains("Q4_0"));
+  CHECK_THAT(bad.status().message(),
+             Catch::Contains("q4_1") && Catch::Contains(kernels::cuda::cuda_weight_type_names()));
 
   CudaExpertWorker::Options options;
   options.device = 1000;
-  RandomExperts good(TensorType::kF16, 4);
+  testing::RandomExperts good = random_experts(TensorType::kF16, 4);
   CHECK(CudaExpertWorker::create(good.spec, good.weights, ExpertMap(), options).status().code() ==
         StatusCode::kInvalidArgument);
 

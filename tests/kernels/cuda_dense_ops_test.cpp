@@ -18,11 +18,13 @@
 
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/vector_ops.h"
 #include "kernels/cpu/weight_matrix.h"
+#include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/dense_ops.h"
 #include "kernels/cuda/device_info.h"
 #include "tests/kernels/random_weights.h"
@@ -82,11 +84,6 @@ std::vector<float> random_floats(size_t n, float lo, float hi, std::mt19937& rng
   return v;
 }
 
-// Random bytes of a rows x cols matrix in `type`, with values of magnitude <= ~0.4.
-std::vector<uint8_t> random_matrix(TensorType type, size_t rows, size_t cols, std::mt19937& rng) {
-  return testing::random_weight_bytes(type, rows, cols, 0.4f, rng);
-}
-
 // Checks |got[i] - want[i]| <= tol[i] for all i, reporting the worst element.
 void expect_close(const std::vector<float>& got, const std::vector<float>& want,
                   const std::vector<double>& tol) {
@@ -122,11 +119,38 @@ TEST_CASE("CUDA dense ops reject bad arguments before any CUDA call", "[cuda]") 
   DeviceMatrix w{TensorType::kF32, bytes, 4, 8};
 
   // matmul
-  CHECK(dense_matmul_supports(TensorType::kQ8_0));
-  CHECK_FALSE(dense_matmul_supports(TensorType::kQ4_K));
+  for (const CudaWeightType& t : kCudaWeightTypes) {
+    INFO(tensor_type_name(t.type));
+    CHECK(dense_matmul_supports(t.type));
+    // The device code's block constants are the type's traits.
+    const auto traits = tensor_type_traits(t.type);
+    REQUIRE(traits.has_value());
+    CHECK(t.block_elements == traits->block_elements);
+    CHECK(t.block_bytes == traits->block_bytes);
+    CHECK(cuda_weight_type_names().find(std::string(tensor_type_name(t.type))) !=
+          std::string::npos);
+  }
+  CHECK_FALSE(dense_matmul_supports(TensorType::kQ4_1));
   DeviceMatrix bad = w;
-  bad.type = TensorType::kQ4_K;
-  CHECK(matmul_enqueue(bad, buf, 1, buf + 32, nullptr).code() == kInvalid);
+  bad.type = TensorType::kQ4_1;
+  const Status unsupported = matmul_enqueue(bad, buf, 1, buf + 32, nullptr);
+  CHECK(unsupported.code() == kInvalid);
+  CHECK_THAT(std::string(unsupported.message()),
+             Catch::Contains("q4_1") && Catch::Contains("supported: " + cuda_weight_type_names()));
+  for (TensorType kquant : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+    bad = w;
+    bad.type = kquant;
+    bad.cols = 288;  // whole 32-element blocks, but not whole 256-element super-blocks
+    const Status st = matmul_enqueue(bad, buf, 1, buf + 32, nullptr);
+    CHECK(st.code() == kInvalid);
+    CHECK_THAT(std::string(st.message()), Catch::Contains("multiple of 256"));
+  }
+  for (TensorType legacy : {TensorType::kQ4_0, TensorType::kMXFP4}) {
+    bad = w;
+    bad.type = legacy;
+    bad.cols = 48;
+    CHECK(matmul_enqueue(bad, buf, 1, buf + 32, nullptr).code() == kInvalid);
+  }
   bad = w;
   bad.rows = 0;
   CHECK(matmul_enqueue(bad, buf, 1, buf + 32, nullptr).code() == kInvalid);
@@ -221,13 +245,16 @@ TEST_CASE("CUDA matmul matches kernels::matmul for every weight type and token c
   struct Shape {
     size_t rows, cols;
   };
-  // 96 and 544 are whole Q8_0 blocks but not multiples of 64 (the tile) or 256 (one decode step
-  // of a warp); 333 is odd (F32/F16/BF16 only): a partial group of 8 at the end of each row.
-  for (const Shape s : {Shape{70, 96}, Shape{130, 544}, Shape{37, 333}}) {
-    for (TensorType type :
-         {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0}) {
-      if (type == TensorType::kQ8_0 && s.cols % 32 != 0) continue;
-      const std::vector<uint8_t> bytes = random_matrix(type, s.rows, s.cols, rng);
+  // 96 and 544 are whole 32-element blocks but not multiples of 64 (the tile) or 256 (one decode
+  // step of a warp); 333 is odd (F32/F16/BF16 only): a partial group of 8 at the end of each row;
+  // 768 is three 256-element super-blocks (every type), with rows not a multiple of 8 or 64.
+  // Every type a shape's cols allow (whole blocks) runs on it.
+  for (const Shape s : {Shape{70, 96}, Shape{130, 544}, Shape{37, 333}, Shape{45, 768}}) {
+    for (const CudaWeightType& wt : kCudaWeightTypes) {
+      const TensorType type = wt.type;
+      if (s.cols % wt.block_elements != 0) continue;
+      const std::vector<uint8_t> bytes =
+          testing::random_weight_bytes(type, s.rows, s.cols, 0.4f, rng);
       auto wm = make_weight_matrix(type, bytes, s.rows, s.cols);
       REQUIRE(wm.ok());
       std::vector<float> w_float(s.rows * s.cols);

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs llama.cpp's benchmarks (the anchor, ../shared/tools/llamacpp-anchor) and tandem bench on
+# the same GGUF with the same thread count, one after the other, and prints both, with the machine
+# (CPU features and the read bandwidth tandem bench measures). Every speed figure of
+# docs/benchmarks.md is a ratio between the two columns of one such run.
+#
+#   scripts/bench/compare_llamacpp.sh MODEL.gguf [THREADS] [ROUNDS]
+#
+# Each round runs: llama-bench pp128/pp512/tg32, tandem bench pp128 and pp512 (+ 32 decode
+# steps), llama-batched-bench with 1 and 16 sequences, tandem bench --concurrency 1,16.
+# ROUNDS (default 1) repeats the whole round, so that a run on a shared machine shows its spread.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+model=$1
+threads=${2:-2}
+rounds=${3:-1}
+anchor=../shared/tools/llamacpp-anchor
+tandem=${TANDEM:-build/cli/tandem}
+
+echo "== machine"
+"$tandem" version | grep -i cpu || true
+nproc
+for r in $(seq 1 "$rounds"); do
+  echo "== round $r: llama.cpp llama-bench"
+  "$anchor" llama-bench -m "$model" -p 128,512 -n 32 -t "$threads" -r 2 2>/dev/null
+  echo "== round $r: tandem bench pp128 + tg32"
+  "$tandem" bench --model "$model" --prompt-tokens 128 --gen-tokens 32 --threads "$threads"
+  echo "== round $r: tandem bench pp512"
+  "$tandem" bench --model "$model" --prompt-tokens 512 --gen-tokens 0 --threads "$threads" |
+    grep -E "prefill"
+  echo "== round $r: llama.cpp llama-batched-bench (1 and 16 sequences)"
+  "$anchor" llama-batched-bench -m "$model" -c 4096 -npp 32 -ntg 32 -npl 1,16 -t "$threads" \
+    2>/dev/null | grep -E "^\|"
+  echo "== round $r: tandem bench --concurrency 1,16"
+  "$tandem" bench --model "$model" --concurrency 1,16 --prompt-tokens 32 --gen-tokens 32 \
+    --threads "$threads"
+done
