@@ -10,20 +10,15 @@
 
 namespace tandem::kernels::detail {
 
-// The weight-type table's Q8_0 kernel (quant_dot.h): the in-place 8-row kernel, token by token.
+// The weight-type table's Q8_0 kernel (quant_dot.h) of this file's instruction set.
 void dot_q8_0_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {
-  const size_t blocks = x.cols / 32;
-  for (size_t t = 0; t < x.n_tokens; ++t) {
-    avx2_q8_0_rows_direct(w, row_bytes, rows, blocks, x.qs + t * x.cols, x.d + t * blocks,
-                          y + t * y_stride);
-  }
+  avx2_dot_q8_0(w, row_bytes, rows, x, y, y_stride);
 }
 
 const MatmulKernels& matmul_kernels_avx512_vnni() {
   static const MatmulKernels kernels{"avx512-vnni",          avx512_to_float,  avx512_dot_rows,
-                                     avx512_dot_rows_direct, avx2_q8_0_unpack, avx2_q8_0_rows,
-                                     avx2_q8_0_rows_direct};
+                                     avx512_dot_rows_direct, avx2_q8_0_unpack, avx2_q8_0_rows};
   return kernels;
 }
 

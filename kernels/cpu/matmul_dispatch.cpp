@@ -64,29 +64,12 @@ void scalar_q8_0_rows(const int8_t* wq, const float* wd, size_t rows, size_t blo
   }
 }
 
-void scalar_q8_0_rows_direct(const uint8_t* w, size_t row_bytes, size_t rows, size_t blocks,
-                             const int8_t* xq, const float* xd, float* y) {
-  for (size_t r = 0; r < rows; ++r) {
-    const uint8_t* block = w + r * row_bytes;
-    float sum = 0.0f;
-    for (size_t b = 0; b < blocks; ++b, block += 34) {
-      int32_t sumi = 0;
-      for (size_t j = 0; j < 32; ++j) {
-        sumi += static_cast<int32_t>(static_cast<int8_t>(block[2 + j])) *
-                static_cast<int32_t>(xq[b * 32 + j]);
-      }
-      sum += static_cast<float>(sumi) * (fp16_to_fp32(load_le16(block)) * xd[b]);
-    }
-    y[r] = sum;
-  }
-}
-
 }  // namespace
 
 const MatmulKernels& matmul_kernels_scalar() {
-  static const MatmulKernels kernels{
-      "scalar",           scalar_to_float,  scalar_dot_rows,        scalar_dot_rows_direct,
-      scalar_q8_0_unpack, scalar_q8_0_rows, scalar_q8_0_rows_direct};
+  static const MatmulKernels kernels{"scalar",           scalar_to_float,
+                                     scalar_dot_rows,    scalar_dot_rows_direct,
+                                     scalar_q8_0_unpack, scalar_q8_0_rows};
   return kernels;
 }
 

@@ -50,12 +50,6 @@ struct MatmulKernels {
   // bit-identical to the scalar reference in every table.
   void (*q8_0_rows)(const int8_t* wq, const float* wd, size_t rows, size_t blocks, const int8_t* xq,
                     const float* xd, float* y, size_t rows_valid);
-
-  // The same products straight from the Q8_0 rows (row r at w + r * row_bytes, r < rows, any
-  // count), without unpacking: for one or two tokens, where an unpacked tile is not reused enough
-  // to pay for itself. Bit-identical to q8_0_rows.
-  void (*q8_0_rows_direct)(const uint8_t* w, size_t row_bytes, size_t rows, size_t blocks,
-                           const int8_t* xq, const float* xd, float* y);
 };
 
 // Row granularity of q8_0_rows in every table (the widest SIMD group).

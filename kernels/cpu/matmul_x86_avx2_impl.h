@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/matmul_kernels.h"
 
 // Register blocking of the float dot (rows x tokens); an includer may choose other values.
@@ -417,6 +418,16 @@ void avx2_q8_0_rows_direct(const uint8_t* w, size_t row_bytes, size_t rows, size
       q8_0_rows8_direct(row0, offsets, row0 + 8 * row_bytes, blocks, xq, xd, tail);
       std::memcpy(y + r, tail, sizeof(float) * (rows - r));
     }
+  }
+}
+
+// The QuantDotFn of Q8_0 weights (quant_dot.h): the in-place 8-row kernel, token by token.
+[[maybe_unused]] void avx2_dot_q8_0(const uint8_t* w, size_t row_bytes, size_t rows,
+                                    const ActivationRows& x, float* y, size_t y_stride) {
+  const size_t blocks = x.cols / 32;
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    avx2_q8_0_rows_direct(w, row_bytes, rows, blocks, x.qs + t * x.cols, x.d + t * blocks,
+                          y + t * y_stride);
   }
 }
 

@@ -23,7 +23,8 @@ namespace {
 HostDenseExecutor* install(ModelRunner& runner, PagedPool& p, bool q8_0, size_t max_tokens = 512) {
   auto exec = std::make_unique<HostDenseExecutor>(
       runner.spec(), runner.prepared_weights(), *p.pool,
-      q8_0 ? kernels::MatmulActivations::kQuantized : kernels::MatmulActivations::kFloat, max_tokens);
+      q8_0 ? kernels::MatmulActivations::kQuantized : kernels::MatmulActivations::kFloat,
+      max_tokens);
   HostDenseExecutor* raw = exec.get();
   REQUIRE(runner.set_dense_executor(std::move(exec)).ok());
   return raw;
