@@ -25,9 +25,6 @@ constexpr size_t kSmallTileMaxTokens = 4;
 // table can) instead of converting tiles.
 constexpr size_t kFloatDirectMaxTokens = 2;
 
-// Up to this many tokens the int8 path reads the Q8_0 rows in place instead of unpacking tiles.
-constexpr size_t kQ8_0DirectMaxTokens = 2;
-
 size_t tile_rows_for(size_t cols, size_t n_tokens) {
   const size_t floats = n_tokens <= kSmallTileMaxTokens ? kSmallTileFloats : kTileFloats;
   return std::max<size_t>(4, floats / cols);
@@ -79,38 +76,6 @@ void float_rows(const WeightMatrix& w, const float* x, size_t n_tokens, float* y
   }
 }
 
-// Q8_0 weights against several tokens: a tile of weight rows is unpacked once (quants contiguous
-// per row, scales to float and transposed to [block][row]), padded with zero rows to a whole
-// number of row groups, and reused for every token. Bit-identical to the type's dot kernel.
-void q8_0_tiled_rows(const WeightMatrix& w, const ActivationRows& x, float* y, size_t y_stride,
-                     size_t row_begin, size_t row_end) {
-  const detail::MatmulKernels& k = detail::active_matmul_kernels();
-  const size_t cols = w.cols;
-  const size_t blocks = cols / kQ8_0BlockElements;
-  constexpr size_t kGroup = detail::kQ8_0RowGroup;
-  const size_t tile_rows = std::max<size_t>(kGroup, (4 * kTileFloats / cols) / kGroup * kGroup);
-  thread_local std::vector<int8_t> wq;
-  thread_local std::vector<float> wd;
-  if (wq.size() < tile_rows * cols) wq.resize(tile_rows * cols);
-  if (wd.size() < tile_rows * blocks) wd.resize(tile_rows * blocks);
-  for (size_t r0 = row_begin; r0 < row_end; r0 += tile_rows) {
-    const size_t r1 = std::min(row_end, r0 + tile_rows);
-    const size_t n = r1 - r0;
-    const size_t padded = (n + kGroup - 1) / kGroup * kGroup;
-    k.q8_0_unpack(w.row_data(r0), w.row_bytes, n, blocks, wq.data(), wd.data(), padded);
-    if (padded > n) {
-      std::memset(wq.data() + n * cols, 0, (padded - n) * cols);
-      for (size_t b = 0; b < blocks; ++b) {
-        std::fill(wd.data() + b * padded + n, wd.data() + (b + 1) * padded, 0.0f);
-      }
-    }
-    for (size_t t = 0; t < x.n_tokens; ++t) {
-      k.q8_0_rows(wq.data(), wd.data(), padded, blocks, x.qs + t * cols, x.d + t * blocks,
-                  y + t * y_stride + (r0 - row_begin), n);
-    }
-  }
-}
-
 }  // namespace
 
 void matmul_rows(const WeightMatrix& w, const ActivationRows& x, float* y, size_t y_stride,
@@ -125,10 +90,6 @@ void matmul_rows(const WeightMatrix& w, const ActivationRows& x, float* y, size_
   }
   const WeightTypeKernels* row = weight_type_kernels(w.type);
   TANDEM_CHECK(row != nullptr && row->activations == x.format);
-  if (w.type == TensorType::kQ8_0 && x.n_tokens > kQ8_0DirectMaxTokens) {
-    q8_0_tiled_rows(w, x, y, y_stride, row_begin, row_end);
-    return;
-  }
   const detail::QuantDotFn dot = row->dot[static_cast<size_t>(active_matmul_variant())];
   dot(w.row_data(row_begin), w.row_bytes, row_end - row_begin, x, y, y_stride);
 }

@@ -1,5 +1,5 @@
 // matmul: Y = X · W^T for float activations X and a weight matrix W in any dequantizable type,
-// plus the llama.cpp-compatible int8 path (Q8_0 weights x Q8_0-quantized activations).
+// plus the llama.cpp-compatible quantized path (int8 dot products through weight_type_table.h).
 #pragma once
 
 #include <cstddef>
@@ -52,7 +52,7 @@ ActivationFormat matmul_activation_format(TensorType type, MatmulActivations mod
 // Cost model: W rows are converted in tiles (16 KiB of floats for up to 4 tokens, 64 KiB
 // otherwise), and each converted tile is dotted with every token before the next tile, so W is
 // read and converted once per call and x is streamed once per tile; efficient from 1 token to a
-// few hundred. The int8 path reads Q8_0 rows in place for 1-2 tokens and unpacks tiles beyond.
+// few hundred. The quantized path reads the rows in place (quant_dot.h).
 
 // Float path over W rows [row_begin, row_end), all tokens.
 void matmul_rows(const WeightMatrix& w, std::span<const float> x, size_t n_tokens,

@@ -5,9 +5,8 @@
 namespace tandem::kernels::detail {
 
 const MatmulKernels& matmul_kernels_avx512() {
-  static const MatmulKernels kernels{"avx512",         avx512_to_float,
-                                     avx512_dot_rows,  avx512_dot_rows_direct,
-                                     avx2_q8_0_unpack, avx2_q8_0_rows};
+  static const MatmulKernels kernels{"avx512", avx512_to_float, avx512_dot_rows,
+                                     avx512_dot_rows_direct};
   return kernels;
 }
 

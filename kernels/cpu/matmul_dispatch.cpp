@@ -34,42 +34,11 @@ bool scalar_dot_rows_direct(TensorType, const uint8_t*, size_t, const float*, si
   return false;  // the scalar path converts tiles through dequantize()
 }
 
-void scalar_q8_0_unpack(const uint8_t* src, size_t row_bytes, size_t n_rows, size_t blocks,
-                        int8_t* wq, float* wd, size_t wd_stride) {
-  for (size_t r = 0; r < n_rows; ++r) {
-    const uint8_t* block = src + r * row_bytes;
-    for (size_t b = 0; b < blocks; ++b, block += 34) {
-      wd[b * wd_stride + r] = fp16_to_fp32(load_le16(block));
-      std::memcpy(wq + (r * blocks + b) * 32, block + 2, 32);
-    }
-  }
-}
-
-// The reference: per block an exact int32 sum, then sum += float(sumi) * (d_w * d_x) in block
-// order (ggml's vec_dot_q8_0_q8_0 reference).
-void scalar_q8_0_rows(const int8_t* wq, const float* wd, size_t rows, size_t blocks,
-                      const int8_t* xq, const float* xd, float* y, size_t rows_valid) {
-  const size_t cols = blocks * 32;
-  for (size_t r = 0; r < rows_valid; ++r) {
-    const int8_t* wr = wq + r * cols;
-    float sum = 0.0f;
-    for (size_t b = 0; b < blocks; ++b) {
-      int32_t sumi = 0;
-      for (size_t j = 0; j < 32; ++j) {
-        sumi += static_cast<int32_t>(wr[b * 32 + j]) * static_cast<int32_t>(xq[b * 32 + j]);
-      }
-      sum += static_cast<float>(sumi) * (wd[b * rows + r] * xd[b]);
-    }
-    y[r] = sum;
-  }
-}
-
 }  // namespace
 
 const MatmulKernels& matmul_kernels_scalar() {
-  static const MatmulKernels kernels{"scalar",           scalar_to_float,
-                                     scalar_dot_rows,    scalar_dot_rows_direct,
-                                     scalar_q8_0_unpack, scalar_q8_0_rows};
+  static const MatmulKernels kernels{"scalar", scalar_to_float, scalar_dot_rows,
+                                     scalar_dot_rows_direct};
   return kernels;
 }
 

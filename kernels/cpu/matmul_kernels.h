@@ -36,24 +36,7 @@ struct MatmulKernels {
   // false, touching nothing, for a type this table does not read in place.
   bool (*dot_rows_direct)(TensorType type, const uint8_t* w, size_t row_bytes, const float* x,
                           size_t n_tokens, size_t rows, size_t cols, float* y, size_t y_stride);
-
-  // Unpacks n_rows Q8_0 rows of `blocks` blocks (row r at src + r * row_bytes) for q8_0_rows:
-  // quants to wq[r * blocks * 32 + ...], scales converted exactly (fp16 -> float) to
-  // wd[b * wd_stride + r].
-  void (*q8_0_unpack)(const uint8_t* src, size_t row_bytes, size_t n_rows, size_t blocks,
-                      int8_t* wq, float* wd, size_t wd_stride);
-
-  // The Q8_0 x Q8_0 row kernel. wq: rows x (blocks * 32) int8 weight quants (row-major); wd: the
-  // weight scales transposed, wd[b * rows + r]; xq / xd: one activation row's quants and block
-  // scales. rows must be a multiple of kQ8_0RowGroup (pad with zero rows). Writes
-  // y[r] = sum over b in block order of float(sum_j wq * xq) * (wd * xd) for r < rows_valid:
-  // bit-identical to the scalar reference in every table.
-  void (*q8_0_rows)(const int8_t* wq, const float* wd, size_t rows, size_t blocks, const int8_t* xq,
-                    const float* xd, float* y, size_t rows_valid);
 };
-
-// Row granularity of q8_0_rows in every table (the widest SIMD group).
-inline constexpr size_t kQ8_0RowGroup = 16;
 
 // The table of the active variant (matmul_dispatch.h); any thread.
 const MatmulKernels& active_matmul_kernels();

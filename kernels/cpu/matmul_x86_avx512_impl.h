@@ -1,7 +1,7 @@
 // AVX-512 (F + BW + VL) bodies of the float matmul primitives plus the table builder shared by
 // matmul_avx512.cpp and matmul_avx512_vnni.cpp; anonymous namespace, so each includer gets its
-// own copy compiled with its own flags. The int8 path reuses the 256-bit AVX2 body (one 32-element
-// block per register), which takes vpdpbusd when the includer is built with -mavx512vnni.
+// own copy compiled with its own flags. (The quantized dot products are the weight-type table's,
+// not part of these tables.)
 #pragma once
 
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__)

@@ -26,7 +26,12 @@ namespace tandem::kernels::detail {
 using QuantDotFn = void (*)(const uint8_t* w, size_t row_bytes, size_t rows,
                             const ActivationRows& x, float* y, size_t y_stride);
 
-// ---- Q8_0 weights x Q8_0 activations (per 32-block: sum += float(isum) * (dw * dx)).
+// ---- Q8_0 weights x Q8_0 activations: eight float partial sums (a SIMD register's lanes), the
+// exception to the block-order rule above. Lane l of block b takes the exact int32 sum p_l of the
+// products of its elements 4l .. 4l+3 and does lane_l = fma(float(p_l), dw * dx, lane_l), blocks
+// in order; then s_i = lane_i + lane_(i+4) for i < 4 and the result is (s0 + s2) + (s1 + s3).
+// (ggml's AVX2 order; it needs no horizontal reduction per block, so several tokens and rows share
+// each weight load at about twice the rate of a block-order sum.)
 void dot_q8_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride);
 
@@ -59,9 +64,6 @@ void dot_q6_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 // AVX2 (+FMA +F16C) variants; callable only when cpu_features() reports them.
 void dot_q8_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride);
-// The Q8_0 kernel of the AVX-512 VNNI table (vpdpbusd); callable only with avx512_vnni.
-void dot_q8_0_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
-                          float* y, size_t y_stride);
 void dot_q4_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride);
 void dot_mxfp4_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
