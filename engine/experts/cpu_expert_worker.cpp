@@ -123,16 +123,24 @@ Status CpuExpertWorker::run(const ExpertJob& job) {
     kernels::copy_activation_row(tokens_, g.pairs[j] / job.k, pair_in_, j);
   }
 
+  // Work item `item` of a phase with `blocks` row blocks of `per` rows (of `rows`) per expert:
+  // the expert's matrices, its pairs [p0, p0 + n) and the rows [r0, r1).
+  struct Item {
+    const ExpertMatrices& m;
+    size_t p0, n, r0, r1;
+  };
+  const auto item_of = [&](size_t item, size_t blocks, size_t per, size_t rows) {
+    const size_t i = item / blocks;
+    const size_t r0 = (item % blocks) * per;
+    return Item{experts[static_cast<size_t>(g.expert_ids[i])], g.offsets[i],
+                g.offsets[i + 1] - g.offsets[i], r0, std::min(rows, r0 + per)};
+  };
+
   // Phase 1: h[j] = silu(gate x_j) * up x_j for pair j, by (expert, block of ffn rows).
   if (hidden_.size() < n_pairs * ffn) hidden_.resize(n_pairs * ffn);
   const size_t up_blocks = blocks_of(ffn, kGateUpRows);
   run_parallel(n_active * up_blocks, [&](size_t item) {
-    const size_t i = item / up_blocks;
-    const size_t r0 = (item % up_blocks) * kGateUpRows;
-    const size_t r1 = std::min(ffn, r0 + kGateUpRows);
-    const ExpertMatrices& m = experts[static_cast<size_t>(g.expert_ids[i])];
-    const size_t p0 = g.offsets[i];
-    const size_t n = g.offsets[i + 1] - p0;
+    const auto [m, p0, n, r0, r1] = item_of(item, up_blocks, kGateUpRows, ffn);
     const kernels::ActivationRows x = kernels::view_of(pair_in_, p0, p0 + n);
     thread_local std::vector<float> up;
     if (up.size() < n * kGateUpRows) up.resize(n * kGateUpRows);
@@ -169,18 +177,8 @@ Status CpuExpertWorker::run(const ExpertJob& job) {
   // the pair's output row.
   const size_t down_blocks = blocks_of(hidden, kDownRows);
   run_parallel(n_active * down_blocks, [&](size_t item) {
-    const size_t i = item / down_blocks;
-    const size_t r0 = (item % down_blocks) * kDownRows;
-    const size_t r1 = std::min(hidden, r0 + kDownRows);
-    const ExpertMatrices& m = experts[static_cast<size_t>(g.expert_ids[i])];
-    const size_t p0 = g.offsets[i];
-    const size_t n = g.offsets[i + 1] - p0;
-    kernels::ActivationRows x = mid_all;
-    x.n_tokens = n;
-    if (x.f32 != nullptr) x.f32 += p0 * ffn;
-    if (x.qs != nullptr) x.qs += p0 * ffn;
-    if (x.d != nullptr) x.d += p0 * ffn / kernels::activation_block_elements(x.format);
-    if (x.bsums != nullptr) x.bsums += p0 * ffn / kernels::kQ8_KSumElements;
+    const auto [m, p0, n, r0, r1] = item_of(item, down_blocks, kDownRows, hidden);
+    const kernels::ActivationRows x = kernels::row_range(mid_all, p0, p0 + n);
     thread_local std::vector<float> out;
     if (out.size() < n * kDownRows) out.resize(n * kDownRows);
     kernels::matmul_rows(m.down, x, out.data(), kDownRows, r0, r1);

@@ -96,24 +96,29 @@ ActivationRows view_of(const QuantizedActivations& a) {
 }
 
 ActivationRows view_of(const QuantizedActivations& a, size_t t0, size_t t1) {
-  TANDEM_CHECK(t0 <= t1 && t1 <= a.n_tokens);
-  ActivationRows v;
-  v.format = a.format;
-  v.n_tokens = t1 - t0;
-  v.cols = a.cols;
-  const size_t cols = a.cols;
-  switch (a.format) {
-    case ActivationFormat::kF32:
-      v.f32 = a.f32.data() + t0 * cols;
-      break;
-    case ActivationFormat::kQ8_K:
-      v.bsums = a.bsums.data() + t0 * (cols / kQ8_KSumElements);
-      [[fallthrough]];
-    case ActivationFormat::kQ8_0:
-      v.qs = a.qs.data() + t0 * cols;
-      v.d = a.d.data() + t0 * (cols / activation_block_elements(a.format));
-      break;
+  ActivationRows all;
+  all.format = a.format;
+  all.n_tokens = a.n_tokens;
+  all.cols = a.cols;
+  if (a.format == ActivationFormat::kF32) {
+    all.f32 = a.f32.data();
+  } else {
+    all.qs = a.qs.data();
+    all.d = a.d.data();
+    if (a.format == ActivationFormat::kQ8_K) all.bsums = a.bsums.data();
   }
+  return row_range(all, t0, t1);
+}
+
+ActivationRows row_range(const ActivationRows& a, size_t t0, size_t t1) {
+  TANDEM_CHECK(t0 <= t1 && t1 <= a.n_tokens);
+  ActivationRows v = a;
+  v.n_tokens = t1 - t0;
+  const size_t cols = a.cols;
+  if (v.f32 != nullptr) v.f32 += t0 * cols;
+  if (v.qs != nullptr) v.qs += t0 * cols;
+  if (v.d != nullptr) v.d += t0 * (cols / activation_block_elements(a.format));
+  if (v.bsums != nullptr) v.bsums += t0 * (cols / kQ8_KSumElements);
   return v;
 }
 

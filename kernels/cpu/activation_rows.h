@@ -61,6 +61,9 @@ struct QuantizedActivations {
 ActivationRows view_of(const QuantizedActivations& a);
 ActivationRows view_of(const QuantizedActivations& a, size_t t0, size_t t1);
 
+// Rows [t0, t1) of a view (checked).
+ActivationRows row_range(const ActivationRows& a, size_t t0, size_t t1);
+
 // Quantizes (or, for kF32, copies) x — n_tokens rows of cols floats — into out in format f. cols
 // must be a whole number of the format's blocks (checked). Q8_0 as ggml's quantize_row_q8_0_ref
 // (d = amax / 127, q = roundf(x / d), scale stored as fp16); Q8_K as quantize_row_q8_K_ref (the
