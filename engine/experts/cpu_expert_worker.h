@@ -8,7 +8,7 @@
 #include "engine/base/result.h"
 #include "engine/base/thread_pool.h"
 #include "engine/experts/expert_worker.h"
-#include "engine/experts/pooled_matmul.h"
+#include "kernels/cpu/matmul.h"
 #include "engine/model/model.h"
 
 namespace tandem::experts {

@@ -17,9 +17,14 @@
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/quant_dot.h"
 #include "kernels/tensor_type.h"
+#include "tests/kernels/quant_dot_test_support.h"
 
 namespace tandem::kernels {
 namespace {
+
+using testing::bits_of;
+using testing::have_avx2;
+using testing::put_fp16;
 
 constexpr size_t kSuper = 256;
 constexpr double kUnit = 1.0 / 16777216.0;  // 2^-24, the float unit roundoff
@@ -50,17 +55,6 @@ const KQuant kTypes[] = {
      TANDEM_KQ_AVX2(dot_q6_k_avx2)},
 };
 
-bool have_avx2() {
-  const CpuFeatures& f = cpu_features();
-  return f.avx2 && f.fma && f.f16c;
-}
-
-void put_fp16(uint8_t* p, float v) {
-  const uint16_t h = fp32_to_fp16_bits(v);
-  p[0] = static_cast<uint8_t>(h & 0xff);
-  p[1] = static_cast<uint8_t>(h >> 8);
-}
-
 // Sets every block's fp16 d (and dmin) of `rows` rows at `w` (row_bytes apart) to random values in
 // [0.001, 0.01]. Every other byte pattern of these types is a valid block.
 void set_random_scales(const KQuant& k, uint8_t* w, size_t row_bytes, size_t rows, size_t cols,
@@ -85,16 +79,11 @@ std::vector<uint8_t> random_weights(const KQuant& k, size_t rows, size_t cols, s
 }
 
 QuantizedActivations quantize(const std::vector<float>& x, size_t n_tokens, size_t cols) {
-  QuantizedActivations a;
-  quantize_activations(ActivationFormat::kQ8_K, x, n_tokens, cols, a);
-  return a;
+  return testing::quantize(ActivationFormat::kQ8_K, x, n_tokens, cols);
 }
 
 QuantizedActivations random_activations(size_t n_tokens, size_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(n_tokens * cols);
-  for (float& v : x) v = normal(rng);
-  return quantize(x, n_tokens, cols);
+  return testing::random_activations(ActivationFormat::kQ8_K, n_tokens, cols, rng);
 }
 
 std::vector<float> dequantized(const KQuant& k, const uint8_t* row, size_t cols) {
@@ -142,12 +131,6 @@ Reference reference_dot(const KQuant& k, const uint8_t* row, const QuantizedActi
   }
   ref.bound = (static_cast<double>(blocks) + 8.0) * kUnit * s;
   return ref;
-}
-
-uint32_t bits_of(float f) {
-  uint32_t b = 0;
-  std::memcpy(&b, &f, sizeof(b));
-  return b;
 }
 
 TEST_CASE("k-quant scalar dot products match dequantize() in double", "[kernels]") {

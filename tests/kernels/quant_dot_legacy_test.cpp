@@ -17,9 +17,14 @@
 #include "kernels/cpu/dequantize_rows.h"
 #include "kernels/cpu/quant_dot.h"
 #include "kernels/tensor_type.h"
+#include "tests/kernels/quant_dot_test_support.h"
 
 namespace tandem::kernels {
 namespace {
+
+using testing::bits_of;
+using testing::have_avx2;
+using testing::put_fp16;
 
 constexpr size_t kBlock = 32;
 constexpr double kUnit = 1.0 / 16777216.0;  // 2^-24, the float unit roundoff
@@ -53,27 +58,10 @@ const LegacyType kMxfp4Type = {"mxfp4", Kind::kMxfp4, 17, &detail::dot_mxfp4_sca
 const LegacyType* const kAllTypes[] = {&kQ8_0Type, &kQ4_0Type, &kMxfp4Type};
 const LegacyType* const kAvx2Types[] = {&kQ4_0Type, &kMxfp4Type};
 
-bool have_avx2() {
-  const CpuFeatures& f = cpu_features();
-  return f.avx2 && f.fma && f.f16c;
-}
-
-uint32_t bits_of(float f) {
-  uint32_t b = 0;
-  std::memcpy(&b, &f, sizeof(b));
-  return b;
-}
-
 float float_of_bits(uint32_t b) {
   float f = 0.0f;
   std::memcpy(&f, &b, sizeof(f));
   return f;
-}
-
-void put_fp16(uint8_t* p, float v) {
-  const uint16_t h = fp32_to_fp16_bits(v);
-  p[0] = static_cast<uint8_t>(h & 0xff);
-  p[1] = static_cast<uint8_t>(h >> 8);
 }
 
 // Sets the scale of every block of `rows` rows at w (row_bytes apart): fp16 d in [0.001, 0.01]
@@ -115,20 +103,15 @@ std::vector<uint8_t> random_weights(const LegacyType& k, size_t rows, size_t col
 }
 
 QuantizedActivations quantize(const std::vector<float>& x, size_t n_tokens, size_t cols) {
-  QuantizedActivations a;
-  quantize_activations(ActivationFormat::kQ8_0, x, n_tokens, cols, a);
-  return a;
+  return testing::quantize(ActivationFormat::kQ8_0, x, n_tokens, cols);
 }
 
 QuantizedActivations random_activations(size_t n_tokens, size_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(n_tokens * cols);
-  for (float& v : x) v = normal(rng);
-  return quantize(x, n_tokens, cols);
+  return testing::random_activations(ActivationFormat::kQ8_0, n_tokens, cols, rng);
 }
 
-// The weight row dequantized: dequantize() for Q8_0 / Q4_0, dequantize_mxfp4 for MXFP4 (not
-// registered with dequantize() by this change). All three are exact here: a small integer times an
+// The weight row dequantized: dequantize() for Q8_0 / Q4_0, dequantize_mxfp4 (the routine behind
+// dequantize()'s MXFP4 row) for MXFP4. All three are exact here: a small integer times an
 // fp16 value or a power of two, with no overflow for the scales these tests use in references.
 std::vector<float> dequantized(const LegacyType& k, const uint8_t* row, size_t cols) {
   std::vector<float> out(cols);
@@ -152,7 +135,8 @@ std::vector<float> dequantized(const LegacyType& k, const uint8_t* row, size_t c
 // is at most that block's part of S. Adding the terms in block order rounds each partial sum, which
 // contributes at most (blocks - 1) u S. The reference's own error is ~cols * 2^-53 S (the
 // dequantized weights and activations are exact). So |kernel - reference| <= (blocks + 1) u S plus
-// second-order terms; the bound used is (blocks + 3) u S.
+// second-order terms; the bound used is (blocks + 3) u S. (Q8_0 sums in eight FMA lanes instead
+// of one chain, quant_dot.h: no more roundings, so the same bound holds.)
 struct Reference {
   double value = 0.0;
   double bound = 0.0;
