@@ -8,8 +8,8 @@
 #include "engine/base/result.h"
 #include "engine/base/thread_pool.h"
 #include "engine/experts/expert_worker.h"
-#include "kernels/cpu/matmul.h"
 #include "engine/model/model.h"
+#include "kernels/cpu/matmul.h"
 
 namespace tandem::experts {
 
