@@ -1,13 +1,38 @@
-// Causal GQA attention scalar reference over contiguous or block-table (paged) KV rows.
+// Causal GQA attention scalar reference over contiguous or block-table (paged) KV rows, with
+// sliding window and attention sinks.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "engine/base/check.h"
 #include "kernels/cpu/vector_ops.h"
 
 namespace tandem::kernels {
+namespace {
+
+// The first position the query at position t sees (attention.h's lo(t)).
+size_t window_start(size_t t, size_t window) {
+  return window == 0 || t < window ? 0 : t + 1 - window;
+}
+
+// kernels::softmax with one extra logit (the sink) in the denominator, added to the double sum
+// after the row; the sink itself gets no output weight.
+void softmax_with_sink(std::span<float> row, float sink) {
+  float max = sink;
+  for (const float v : row) max = std::fmax(max, v);
+  double sum = 0.0;
+  for (float& v : row) {
+    v = std::exp(v - max);
+    sum += v;
+  }
+  sum += std::exp(sink - max);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (float& v : row) v *= inv;
+}
+
+}  // namespace
 
 void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, const KvBlocks& kv,
                      const AttentionConfig& config, std::span<float> out, size_t head_begin,
@@ -15,47 +40,65 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
   const size_t n_heads = config.n_heads;
   const size_t n_kv = config.n_kv_heads;
   const size_t dim = config.head_dim;
+  const size_t window = config.window;
   TANDEM_CHECK(n_heads > 0 && n_kv > 0 && dim > 0 && n_heads % n_kv == 0);
   TANDEM_CHECK(q.size() == n_q * n_heads * dim && out.size() == q.size());
   TANDEM_CHECK(head_begin <= head_end && head_end <= n_heads);
+  TANDEM_CHECK(config.sinks.empty() || config.sinks.size() == n_heads);
   if (n_q == 0) return;
   const size_t rows = kv.block_rows;
   TANDEM_CHECK(kv.keys != nullptr && kv.values != nullptr && rows > 0);
   const size_t n_ctx = start_pos + n_q;
   const size_t used_blocks = (n_ctx + rows - 1) / rows;
   TANDEM_CHECK(kv.table.size() >= used_blocks);
-  for (size_t b = 0; b < used_blocks; ++b) {
+  // Only blocks from the first query's window start on are read; earlier entries may be freed.
+  for (size_t b = window_start(start_pos, window) / rows; b < used_blocks; ++b) {
     TANDEM_CHECK(kv.table[b] >= 0 && static_cast<size_t>(kv.table[b]) < kv.n_blocks);
   }
   const size_t kv_row = n_kv * dim;
   const size_t block_stride = rows * kv_row;
   const size_t group = n_heads / n_kv;
+  // Position p's row of the kv head at head_off in base (keys or values): block table[p / rows].
+  const auto row_ptr = [&](const float* base, size_t p, size_t head_off) {
+    return base + static_cast<size_t>(kv.table[p / rows]) * block_stride + (p % rows) * kv_row +
+           head_off;
+  };
   thread_local std::vector<float> scores;
-  scores.resize(n_ctx);
+  scores.resize(window == 0 ? n_ctx : std::min(window, n_ctx));
   for (size_t i = 0; i < n_q; ++i) {
-    const size_t n_keys = start_pos + i + 1;
+    const size_t t = start_pos + i;
+    const size_t lo = window_start(t, window);
+    const size_t end = t + 1;
+    const size_t n_keys = end - lo;
     for (size_t h = head_begin; h < head_end; ++h) {
       const float* qh = q.data() + (i * n_heads + h) * dim;
       const size_t head_off = (h / group) * dim;
-      // Positions in ascending order, one block of contiguous rows at a time.
-      for (size_t p0 = 0, b = 0; p0 < n_keys; p0 += rows, ++b) {
-        const float* kb = kv.keys + static_cast<size_t>(kv.table[b]) * block_stride + head_off;
-        const size_t n_rows = std::min(rows, n_keys - p0);
+      // Positions in ascending order, one run of contiguous rows (within a block) at a time.
+      for (size_t p = lo; p < end;) {
+        const float* kp = row_ptr(kv.keys, p, head_off);
+        const size_t n_rows = std::min(rows - p % rows, end - p);
         for (size_t r = 0; r < n_rows; ++r) {
-          scores[p0 + r] = config.scale * dot_f32(qh, kb + r * kv_row, dim);
+          scores[p - lo + r] = config.scale * dot_f32(qh, kp + r * kv_row, dim);
         }
+        p += n_rows;
       }
-      softmax(std::span<float>(scores.data(), n_keys));
+      const std::span<float> row(scores.data(), n_keys);
+      if (config.sinks.empty()) {
+        softmax(row);
+      } else {
+        softmax_with_sink(row, config.sinks[h]);
+      }
       float* oh = out.data() + (i * n_heads + h) * dim;
       std::fill(oh, oh + dim, 0.0f);
-      for (size_t p0 = 0, b = 0; p0 < n_keys; p0 += rows, ++b) {
-        const float* vb = kv.values + static_cast<size_t>(kv.table[b]) * block_stride + head_off;
-        const size_t n_rows = std::min(rows, n_keys - p0);
+      for (size_t p = lo; p < end;) {
+        const float* vp0 = row_ptr(kv.values, p, head_off);
+        const size_t n_rows = std::min(rows - p % rows, end - p);
         for (size_t r = 0; r < n_rows; ++r) {
-          const float w = scores[p0 + r];
-          const float* vp = vb + r * kv_row;
+          const float w = scores[p - lo + r];
+          const float* vp = vp0 + r * kv_row;
           for (size_t d = 0; d < dim; ++d) oh[d] += w * vp[d];
         }
+        p += n_rows;
       }
     }
   }

@@ -1,6 +1,7 @@
 // Scalar references of the element-wise and row kernels.
 #include "kernels/cpu/vector_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -41,6 +42,16 @@ void silu_mul(std::span<const float> gate, std::span<const float> up, std::span<
   for (size_t i = 0; i < gate.size(); ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void swiglu_oai_mul(std::span<const float> gate, std::span<const float> up, std::span<float> out,
+                    float alpha, float limit) {
+  TANDEM_CHECK(gate.size() == up.size() && out.size() == gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    out[i] = g / (1.0f + std::exp(alpha * -g)) * (u + 1.0f);
   }
 }
 

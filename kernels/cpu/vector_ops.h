@@ -25,6 +25,14 @@ void sigmoid(std::span<const float> x, std::span<float> out);
 // out = silu(gate) * up = gate / (1 + exp(-gate)) * up, element-wise (the SwiGLU expert MLP).
 void silu_mul(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 
+// GPT-OSS's clamped SwiGLU, element-wise: g = min(gate, limit), u = clamp(up, -limit, limit),
+// out = g / (1 + exp(-alpha g)) * (u + 1), in float (ggml's swiglu_oai; the models use alpha
+// 1.702 and limit 7).
+inline constexpr float kSwiGluOaiAlpha = 1.702f;
+inline constexpr float kSwiGluOaiLimit = 7.0f;
+void swiglu_oai_mul(std::span<const float> gate, std::span<const float> up, std::span<float> out,
+                    float alpha = kSwiGluOaiAlpha, float limit = kSwiGluOaiLimit);
+
 // out = a + b, element-wise (residual connections).
 void add(std::span<const float> a, std::span<const float> b, std::span<float> out);
 

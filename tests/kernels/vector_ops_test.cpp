@@ -99,4 +99,21 @@ TEST_CASE("top_k edge cases", "[kernels]") {
 }
 
 }  // namespace
+TEST_CASE("swiglu_oai_mul clamps gate above, up both sides, and adds 1 to up", "[kernels]") {
+  // GPT-OSS's expert activation (HF GptOssExperts, llama.cpp swiglu_oai), evaluated in double.
+  const std::vector<float> gate = {-9.0f, -1.5f, 0.0f, 0.3f, 6.9f, 7.0f, 12.0f, 100.0f};
+  const std::vector<float> up = {-20.0f, -7.5f, -0.4f, 0.0f, 2.0f, 6.99f, 7.5f, -8.0f};
+  std::vector<float> out(gate.size());
+  swiglu_oai_mul(gate, up, out);
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = std::min(static_cast<double>(gate[i]), 7.0);
+    const double u = std::clamp(static_cast<double>(up[i]), -7.0, 7.0);
+    const double want = g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0);
+    CHECK(out[i] == Approx(want).epsilon(1e-6).margin(1e-7));
+  }
+  // Clamping: gate 12 and 100 act as 7, up 7.5 as 7 and -8 as -7.
+  CHECK(out[6] == Approx(7.0 / (1.0 + std::exp(-1.702 * 7.0)) * 8.0).epsilon(1e-6));
+  CHECK(out[7] == Approx(7.0 / (1.0 + std::exp(-1.702 * 7.0)) * -6.0).epsilon(1e-6));
+}
+
 }  // namespace tandem::kernels

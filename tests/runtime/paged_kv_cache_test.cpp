@@ -111,7 +111,11 @@ TEST_CASE("paged cache addresses rows through the allocator's block table", "[kv
 
 TEST_CASE("attention over a paged cache is bit-identical to the contiguous cache", "[kv][paged]") {
   // One kv head of dim 3 (= kKvDim), three query heads sharing it.
-  kernels::AttentionConfig cfg{3, 1, kKvDim, 0.577f};
+  kernels::AttentionConfig cfg;
+  cfg.n_heads = 3;
+  cfg.n_kv_heads = 1;
+  cfg.head_dim = kKvDim;
+  cfg.scale = 0.577f;
   for (size_t bt : {size_t{1}, size_t{3}, size_t{4}, size_t{16}}) {
     INFO("block tokens " << bt);
     Pool p = make_pool(40, bt);
