@@ -65,6 +65,16 @@ json spec_json(const ModelSpec& s) {
       {"qk_norm", s.qk_norm == model::QkNorm::kNone      ? "none"
                   : s.qk_norm == model::QkNorm::kPerHead ? "per_head"
                                                          : "whole_projection"},
+      {"attn_out_bias", s.attn_out_bias},
+      {"attn_sinks", s.attn_sinks},
+      {"sliding_window", s.sliding_window},
+      {"swa_layers", s.swa_layers},
+      {"routing",
+       s.routing == model::RoutingPolicy::kSoftmaxTopK ? "softmax_topk" : "topk_softmax"},
+      {"router_bias", s.router_bias},
+      {"expert_activation",
+       s.expert_activation == model::ExpertActivation::kSwiGlu ? "swiglu" : "swiglu_oai"},
+      {"expert_bias", s.expert_bias},
       {"expert_ffn_size", s.expert_ffn_size},
       {"dense_ffn_size", s.dense_ffn_size},
       {"norm_topk_prob", s.norm_topk_prob},
@@ -162,6 +172,26 @@ std::string to_text(const Checkpoint& c, const CheckpointSizes& sz) {
                        std::to_string(s.n_experts_used) + ", expert ffn " +
                        std::to_string(s.expert_ffn_size) +
                        ", renormalised top-k: " + (s.norm_topk_prob ? "yes" : "no"));
+    if (s.routing == model::RoutingPolicy::kTopKSoftmax || s.router_bias || s.expert_bias ||
+        s.expert_activation != model::ExpertActivation::kSwiGlu) {
+      append_line(
+          o, std::string("routing:       ") +
+                 (s.routing == model::RoutingPolicy::kTopKSoftmax ? "top-k logits, then softmax"
+                                                                  : "softmax, then top-k") +
+                 (s.router_bias ? ", router bias" : "") + "; experts " +
+                 (s.expert_activation == model::ExpertActivation::kSwiGluOai
+                      ? "clamped SwiGLU (GPT-OSS)"
+                      : "SwiGLU") +
+                 (s.expert_bias ? " with biases" : ""));
+    }
+    if (s.attn_sinks || s.sliding_window > 0 || s.attn_out_bias) {
+      size_t windowed = 0;
+      for (bool w : s.swa_layers) windowed += w ? 1 : 0;
+      append_line(o, std::string("attention:     ") + (s.attn_sinks ? "sinks, " : "") +
+                         (s.attn_out_bias ? "output bias, " : "") + "sliding window " +
+                         std::to_string(s.sliding_window) + " on " + std::to_string(windowed) +
+                         " of " + std::to_string(s.n_layers) + " layers");
+    }
     if (s.n_shared_experts > 0) {
       append_line(o, "shared expert: " + std::to_string(s.n_shared_experts) + " x ffn " +
                          std::to_string(s.shared_expert_ffn_size) +

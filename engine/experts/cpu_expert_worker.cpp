@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/base/check.h"
+#include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/vector_ops.h"
 
 namespace tandem::experts {
@@ -59,6 +60,35 @@ Result<kernels::WeightMatrix> weight_matrix_of(const model::MatrixView& view) {
   return m;
 }
 
+Status float_copy_of(const model::TensorInfo* t, std::vector<float>& out) {
+  if (t == nullptr) {
+    out.clear();
+    return Status();
+  }
+  out.resize(t->n_elements);
+  Status s = kernels::dequantize(t->type, t->data, out);
+  return s.ok() ? s : s.with_prefix(t->name);
+}
+
+namespace {
+
+// The activation between gate/up and down, in place over gate.
+void activate(model::ExpertActivation activation, std::span<float> gate,
+              std::span<const float> up) {
+  if (activation == model::ExpertActivation::kSwiGluOai) {
+    kernels::swiglu_oai_mul(gate, up, gate);
+  } else {
+    kernels::silu_mul(gate, up, gate);
+  }
+}
+
+void add_bias(float* row, const float* bias, size_t n) {
+  if (bias == nullptr) return;
+  for (size_t i = 0; i < n; ++i) row[i] += bias[i];
+}
+
+}  // namespace
+
 Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(const model::ModelSpec& spec,
                                                                  const model::ModelWeights& weights,
                                                                  ThreadPool* pool,
@@ -66,13 +96,40 @@ Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(const model::Mo
   std::unique_ptr<CpuExpertWorker> worker(new CpuExpertWorker());
   worker->pool_ = pool;
   worker->mode_ = mode;
+  worker->activation_ = spec.expert_activation;
   worker->layers_.resize(weights.layers.size());
+  worker->biases_.resize(weights.layers.size());
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     const model::LayerWeights& lw = weights.layers[l];
     if (!lw.moe) continue;
     auto& experts = worker->layers_[l];
     experts.resize(spec.n_experts);
+    // Biases: [n_experts x ffn] gate, [n_experts x ffn] up, [n_experts x hidden] down.
+    const size_t ffn = spec.expert_ffn_size;
+    const size_t hidden = spec.hidden_size;
+    const bool biased = lw.experts_gate_bias != nullptr;
+    if (biased) {
+      std::vector<float> gate, up, down;
+      TANDEM_RETURN_IF_ERROR(float_copy_of(lw.experts_gate_bias, gate));
+      TANDEM_RETURN_IF_ERROR(float_copy_of(lw.experts_up_bias, up));
+      TANDEM_RETURN_IF_ERROR(float_copy_of(lw.experts_down_bias, down));
+      const size_t n = spec.n_experts;
+      if (gate.size() != n * ffn || up.size() != n * ffn || down.size() != n * hidden) {
+        return invalid_argument_error("layer " + std::to_string(l) +
+                                      ": expert bias sizes do not match the experts");
+      }
+      std::vector<float>& all = worker->biases_[l];
+      all = std::move(gate);
+      all.insert(all.end(), up.begin(), up.end());
+      all.insert(all.end(), down.begin(), down.end());
+    }
     for (size_t e = 0; e < spec.n_experts; ++e) {
+      if (biased) {
+        const float* b = worker->biases_[l].data();
+        experts[e].gate_bias = b + e * ffn;
+        experts[e].up_bias = b + spec.n_experts * ffn + e * ffn;
+        experts[e].down_bias = b + 2 * spec.n_experts * ffn + e * hidden;
+      }
       TANDEM_ASSIGN_OR_RETURN(experts[e].gate, weight_matrix_of(lw.experts_gate.expert(e)));
       TANDEM_ASSIGN_OR_RETURN(experts[e].up, weight_matrix_of(lw.experts_up.expert(e)));
       TANDEM_ASSIGN_OR_RETURN(experts[e].down, weight_matrix_of(lw.experts_down.expert(e)));
@@ -136,7 +193,7 @@ Status CpuExpertWorker::run(const ExpertJob& job) {
                 g.offsets[i + 1] - g.offsets[i], r0, std::min(rows, r0 + per)};
   };
 
-  // Phase 1: h[j] = silu(gate x_j) * up x_j for pair j, by (expert, block of ffn rows).
+  // Phase 1: h[j] = act(gate x_j + b_g, up x_j + b_u) for pair j, by (expert, block of ffn rows).
   if (hidden_.size() < n_pairs * ffn) hidden_.resize(n_pairs * ffn);
   const size_t up_blocks = blocks_of(ffn, kGateUpRows);
   run_parallel(n_active * up_blocks, [&](size_t item) {
@@ -147,10 +204,15 @@ Status CpuExpertWorker::run(const ExpertJob& job) {
     float* gate = hidden_.data() + p0 * ffn + r0;
     kernels::matmul_rows(m.gate, x, gate, ffn, r0, r1);
     kernels::matmul_rows(m.up, x, up.data(), kGateUpRows, r0, r1);
+    const float* gate_bias = m.gate_bias != nullptr ? m.gate_bias + r0 : nullptr;
+    const float* up_bias = m.up_bias != nullptr ? m.up_bias + r0 : nullptr;
     for (size_t t = 0; t < n; ++t) {
-      kernels::silu_mul(std::span<const float>(gate + t * ffn, r1 - r0),
-                        std::span<const float>(up.data() + t * kGateUpRows, r1 - r0),
-                        std::span<float>(gate + t * ffn, r1 - r0));
+      float* g_row = gate + t * ffn;
+      float* u_row = up.data() + t * kGateUpRows;
+      add_bias(g_row, gate_bias, r1 - r0);
+      add_bias(u_row, up_bias, r1 - r0);
+      activate(activation_, std::span<float>(g_row, r1 - r0),
+               std::span<const float>(u_row, r1 - r0));
     }
   });
 
@@ -182,7 +244,9 @@ Status CpuExpertWorker::run(const ExpertJob& job) {
     thread_local std::vector<float> out;
     if (out.size() < n * kDownRows) out.resize(n * kDownRows);
     kernels::matmul_rows(m.down, x, out.data(), kDownRows, r0, r1);
+    const float* down_bias = m.down_bias != nullptr ? m.down_bias + r0 : nullptr;
     for (size_t t = 0; t < n; ++t) {
+      add_bias(out.data() + t * kDownRows, down_bias, r1 - r0);
       std::copy_n(out.data() + t * kDownRows, r1 - r0,
                   job.pair_out.data() + static_cast<size_t>(g.pairs[p0 + t]) * hidden + r0);
     }

@@ -13,20 +13,25 @@
 
 namespace tandem::experts {
 
-// One expert's three projections as kernel views.
+// One expert's three projections as kernel views, and its biases (GPT-OSS) as float rows owned by
+// the worker (null when the model has none).
 struct ExpertMatrices {
-  kernels::WeightMatrix gate;  // [expert_ffn x hidden]
-  kernels::WeightMatrix up;    // [expert_ffn x hidden]
-  kernels::WeightMatrix down;  // [hidden x expert_ffn]
+  kernels::WeightMatrix gate;        // [expert_ffn x hidden]
+  kernels::WeightMatrix up;          // [expert_ffn x hidden]
+  kernels::WeightMatrix down;        // [hidden x expert_ffn]
+  const float* gate_bias = nullptr;  // [expert_ffn]
+  const float* up_bias = nullptr;    // [expert_ffn]
+  const float* down_bias = nullptr;  // [hidden]
 };
 
 // Views (never copies) the routed-expert weights of every MoE layer. The ModelWeights (and the
 // checkpoint mapping behind it) and the pool must outlive the worker. A layer's share runs as three
 // pool phases, not a fork-join per expert or per matmul: (1) every (expert, block of 32 ffn rows)
-// item computes its gate and up rows for all of the expert's tokens and SiLU(gate) * up in place;
+// item computes its gate and up rows (+ biases) for all of the expert's tokens and the activation
+// (spec.expert_activation: SiLU(gate) * up, or GPT-OSS's clamped SwiGLU) in place;
 // (2) the hidden activations are quantized once; (3) every (expert, block of 64 hidden rows) item
-// computes its down rows and writes them into the pairs' output rows. Each token's input is
-// quantized once per layer. Weights meet activations in `mode` (the engine passes kQuantized:
+// computes its down rows (+ bias) and writes them into the pairs' output rows. Each token's input
+// is quantized once per layer. Weights meet activations in `mode` (the engine passes kQuantized:
 // each type's paired format, llama.cpp's CPU arithmetic). Every output element is computed by
 // one thread with the same arithmetic whatever the split, so results are bit-identical for any
 // thread count and any split of the pairs across workers. One type per projection in a layer
@@ -52,16 +57,21 @@ class CpuExpertWorker final : public ExpertWorker {
   void run_parallel(size_t n_items, const std::function<void(size_t)>& item);
 
   std::vector<std::vector<ExpertMatrices>> layers_;  // empty for dense layers
+  std::vector<std::vector<float>> biases_;  // per layer: gate, up, down biases back to back
+  model::ExpertActivation activation_ = model::ExpertActivation::kSwiGlu;
   ThreadPool* pool_ = nullptr;
   kernels::MatmulActivations mode_ = kernels::MatmulActivations::kFloat;
   kernels::QuantizedActivations tokens_;   // the job's inputs, one row per token
   kernels::QuantizedActivations pair_in_;  // the same rows gathered per pair (group order)
-  std::vector<float> hidden_;              // [pairs x ffn]: silu(gate) * up
+  std::vector<float> hidden_;              // [pairs x ffn]: act(gate, up)
   kernels::QuantizedActivations mid_;      // hidden_ in the down projection's format
 };
 
 // A kernel view of one model matrix (2-D [rows, cols], or 1-D [cols] as one row).
 Result<kernels::WeightMatrix> weight_matrix_of(const model::TensorInfo& tensor);
 Result<kernels::WeightMatrix> weight_matrix_of(const model::MatrixView& view);
+
+// A norm / bias / sink tensor converted to float (out cleared when t is null); errors name it.
+Status float_copy_of(const model::TensorInfo* t, std::vector<float>& out);
 
 }  // namespace tandem::experts

@@ -152,6 +152,11 @@ Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
     return invalid_argument_error("CUDA device " + std::to_string(options.device) +
                                   " does not exist (" + std::to_string(count) + " visible)");
   }
+  if (spec.expert_bias || spec.expert_activation != model::ExpertActivation::kSwiGlu) {
+    return unimplemented_error(
+        "CUDA expert worker: " + std::string(model::architecture_name(spec.architecture)) +
+        " experts (biases, clamped SwiGLU) are not implemented on CUDA yet; keep them on the CPU");
+  }
   if (map.n_layers() != 0 &&
       (map.n_layers() != weights.layers.size() || map.n_experts() != spec.n_experts)) {
     return invalid_argument_error(

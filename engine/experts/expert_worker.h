@@ -24,7 +24,8 @@ struct ExpertJob {
   size_t hidden = 0;
   size_t k = 0;                          // pair p belongs to token p / k
   const ExpertGroups* groups = nullptr;  // this worker's experts and their pairs
-  // [n_tokens * k x hidden]: the worker writes row p = down(silu(gate x_t) * up x_t) (not yet
+  // [n_tokens * k x hidden]: the worker writes row p = down(act(gate x_t + b_g, up x_t + b_u)) +
+  // b_d (the model's ExpertActivation; biases only where the model has them; not yet
   // scaled by the routing weight) for each of its pairs p and touches no other row.
   std::span<float> pair_out;
 };

@@ -8,7 +8,7 @@
 namespace tandem::experts {
 
 void route(std::span<float> router_logits, size_t n_tokens, size_t n_experts, size_t k,
-           bool renormalize, Routing& out) {
+           const RouterRecipe& recipe, Routing& out) {
   TANDEM_CHECK(router_logits.size() == n_tokens * n_experts);
   TANDEM_CHECK(k >= 1 && k <= n_experts);
   out.n_tokens = n_tokens;
@@ -17,11 +17,16 @@ void route(std::span<float> router_logits, size_t n_tokens, size_t n_experts, si
   out.weights.resize(n_tokens * k);
   for (size_t t = 0; t < n_tokens; ++t) {
     std::span<float> row = router_logits.subspan(t * n_experts, n_experts);
-    kernels::softmax(row);
     std::span<int32_t> ids(out.experts.data() + t * k, k);
     std::span<float> w(out.weights.data() + t * k, k);
+    if (recipe.policy == model::RoutingPolicy::kTopKSoftmax) {
+      kernels::top_k(row, ids, w);
+      kernels::softmax(w);
+      continue;
+    }
+    kernels::softmax(row);
     kernels::top_k(row, ids, w);
-    if (renormalize) {
+    if (recipe.renormalize) {
       float sum = 0.0f;
       for (float v : w) sum += v;
       for (float& v : w) v /= sum;

@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "engine/model/architecture.h"
+
 namespace tandem::experts {
 
 // One layer's routing decision for n_tokens tokens. Pair p = t * k + slot is token t's slot-th
@@ -18,12 +20,18 @@ struct Routing {
   std::vector<float> weights;    // [n_tokens * k], the factor each expert's output is scaled by
 };
 
-// From router logits [n_tokens x n_experts] (softmaxed in place): p = softmax(logits row), the k
-// largest p (kernels::top_k), and, when `renormalize` (ModelSpec::norm_topk_prob), each weight
-// divided by the float sum of the k selected ones (in slot order). k <= n_experts (a bug
-// otherwise). Any thread.
+// How a layer's router logits become routing weights (from the ModelSpec).
+struct RouterRecipe {
+  model::RoutingPolicy policy = model::RoutingPolicy::kSoftmaxTopK;
+  bool renormalize = false;  // ModelSpec::norm_topk_prob (kSoftmaxTopK only)
+};
+
+// From router logits [n_tokens x n_experts] (overwritten). kSoftmaxTopK: p = softmax(logits row),
+// the k largest p (kernels::top_k), and, when renormalize, each weight divided by the float sum
+// of the k selected ones (in slot order). kTopKSoftmax: the k largest logits (kernels::top_k),
+// weights = softmax over those k (kernels::softmax). k <= n_experts (a bug otherwise). Any thread.
 void route(std::span<float> router_logits, size_t n_tokens, size_t n_experts, size_t k,
-           bool renormalize, Routing& out);
+           const RouterRecipe& recipe, Routing& out);
 
 // The pairs of a Routing grouped by expert: expert_ids[i] (ascending, active experts only) owns
 // pairs[offsets[i] .. offsets[i + 1]), in ascending pair (= token) order.

@@ -8,19 +8,33 @@ namespace tandem::model {
 
 namespace {
 
-// Facts: llama.cpp's build_moe_ffn norm_w argument per arch; transformers' modeling files for
-// Q/K norm shapes, qkv biases and shared experts.
+// Facts: llama.cpp's build_moe_ffn arguments and hard-coded constants per arch
+// (src/models/*.cpp); transformers' modeling files for Q/K norm shapes, biases and shared experts.
+constexpr LayerRecipe kQwen3MoeRecipe{.qk_norm = QkNorm::kPerHead, .default_norm_topk_prob = true};
+constexpr LayerRecipe kQwen2MoeRecipe{.qkv_bias = true, .shared_expert = true};
+constexpr LayerRecipe kMixtralRecipe{.default_norm_topk_prob = true};
+constexpr LayerRecipe kOlmoeRecipe{.qk_norm = QkNorm::kWholeProjection};
+constexpr LayerRecipe kGptOssRecipe{.qkv_bias = true,
+                                    .attn_out_bias = true,
+                                    .attn_sinks = true,
+                                    .sliding_window = true,
+                                    .routing = RoutingPolicy::kTopKSoftmax,
+                                    .router_bias = true,
+                                    .activation = ExpertActivation::kSwiGluOai,
+                                    .expert_bias = true};
+
 constexpr std::array kArchitectures = {
     ArchitectureTraits{Architecture::kQwen3Moe, "qwen3moe", "qwen3moe", "qwen3_moe",
-                       "Qwen3MoeForCausalLM", /*per_head_qk_norm=*/true, /*whole_qk_norm=*/false,
-                       /*qkv_bias=*/false, /*shared_expert=*/false,
-                       /*default_norm_topk_prob=*/true, /*mixtral_names=*/false},
+                       "Qwen3MoeForCausalLM", kQwen3MoeRecipe, "ffn_norm",
+                       /*mixtral_names=*/false},
     ArchitectureTraits{Architecture::kQwen2Moe, "qwen2moe", "qwen2moe", "qwen2_moe",
-                       "Qwen2MoeForCausalLM", false, false, true, true, false, false},
+                       "Qwen2MoeForCausalLM", kQwen2MoeRecipe, "ffn_norm", false},
     ArchitectureTraits{Architecture::kMixtral, "mixtral", "llama", "mixtral", "MixtralForCausalLM",
-                       false, false, false, false, true, true},
-    ArchitectureTraits{Architecture::kOlmoe, "olmoe", "olmoe", "olmoe", "OlmoeForCausalLM", false,
-                       true, false, false, false, false},
+                       kMixtralRecipe, "ffn_norm", true},
+    ArchitectureTraits{Architecture::kOlmoe, "olmoe", "olmoe", "olmoe", "OlmoeForCausalLM",
+                       kOlmoeRecipe, "ffn_norm", false},
+    ArchitectureTraits{Architecture::kGptOss, "gpt-oss", "gpt-oss", "gpt_oss", "GptOssForCausalLM",
+                       kGptOssRecipe, "post_attention_norm", false},
 };
 
 }  // namespace

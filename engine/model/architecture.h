@@ -11,23 +11,57 @@
 
 namespace tandem::model {
 
-enum class Architecture { kQwen3Moe, kQwen2Moe, kMixtral, kOlmoe };
+enum class Architecture { kQwen3Moe, kQwen2Moe, kMixtral, kOlmoe, kGptOss };
+
+// Where the Q/K RMSNorm weights apply: over each head (Qwen3-MoE, weight [head_dim]) or over the
+// whole projection (OLMoE, weight [n_heads * head_dim] / [n_kv_heads * head_dim]).
+enum class QkNorm { kNone, kPerHead, kWholeProjection };
+
+// How router logits become the k routing weights of a token.
+//  kSoftmaxTopK: p = softmax(all logits), the k largest p (then optionally renormalised):
+//                Qwen2/3-MoE, Mixtral, OLMoE.
+//  kTopKSoftmax: the k largest raw logits, then softmax over those k only: GPT-OSS
+//                (llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT).
+enum class RoutingPolicy { kSoftmaxTopK, kTopKSoftmax };
+
+// The nonlinearity between an expert's gate/up and down projections.
+//  kSwiGlu:    silu(gate) * up.
+//  kSwiGluOai: GPT-OSS's clamped variant: g = min(gate, 7), u = clamp(up, -7, 7),
+//              g * sigmoid(1.702 g) * (u + 1) (constants fixed, as in llama.cpp and HF).
+enum class ExpertActivation { kSwiGlu, kSwiGluOai };
+
+// The arithmetic of one architecture's transformer block: what the layer loop does beyond the
+// common pre-norm GQA attention + MoE FFN. One row per architecture in the table below; the spec
+// readers copy it into the ModelSpec.
+struct LayerRecipe {
+  QkNorm qk_norm = QkNorm::kNone;
+  bool qkv_bias = false;       // q/k/v projections have biases (Qwen2-MoE, GPT-OSS)
+  bool attn_out_bias = false;  // the output projection has a bias (GPT-OSS)
+  bool attn_sinks = false;     // one learned sink logit per head joins the softmax (GPT-OSS)
+  // Some layers attend over a sliding window (GPT-OSS: the window and the layer pattern come from
+  // the file; llama.cpp's default pattern makes even layers windowed).
+  bool sliding_window = false;
+  RoutingPolicy routing = RoutingPolicy::kSoftmaxTopK;
+  bool router_bias = false;  // the router has a bias (GPT-OSS)
+  ExpertActivation activation = ExpertActivation::kSwiGlu;
+  bool expert_bias = false;    // expert gate/up/down projections have biases (GPT-OSS)
+  bool shared_expert = false;  // one shared expert with a sigmoid gate (Qwen2-MoE)
+  // Top-k renormalisation when the file does not say (GGUF never does for these archs; llama.cpp
+  // hard-codes it per arch: true for qwen3moe and llama/Mixtral, false for qwen2moe and olmoe).
+  bool default_norm_topk_prob = false;
+};
 
 // Static facts about one architecture. All entries live in a constant table; callers get
 // references into it (valid for the whole program, any thread).
 struct ArchitectureTraits {
   Architecture architecture;
-  std::string_view name;           // Tandem's name: "qwen3moe", "qwen2moe", "mixtral", "olmoe"
-  std::string_view gguf_arch;      // general.architecture ("llama" for Mixtral)
+  std::string_view name;           // Tandem's name: "qwen3moe", "qwen2moe", "mixtral", ...
+  std::string_view gguf_arch;      // general.architecture ("llama" for Mixtral, "gpt-oss")
   std::string_view hf_model_type;  // config.json model_type
   std::string_view hf_class;       // config.json architectures[0]
-  bool per_head_qk_norm;           // Q/K RMSNorm over each head (Qwen3-MoE)
-  bool whole_qk_norm;              // Q/K RMSNorm over the whole projection (OLMoE)
-  bool qkv_bias;                   // q/k/v projections have biases (Qwen2-MoE)
-  bool shared_expert;              // one shared expert with a sigmoid gate (Qwen2-MoE)
-  // Top-k renormalisation when the file does not say (GGUF never does for these archs; llama.cpp
-  // hard-codes it per arch: true for qwen3moe and llama/Mixtral, false for qwen2moe and olmoe).
-  bool default_norm_topk_prob;
+  LayerRecipe recipe;
+  // GGUF name of the pre-FFN norm: "ffn_norm", or "post_attention_norm" (GPT-OSS).
+  std::string_view gguf_ffn_norm;
   // HF expert weight names: Mixtral's block_sparse_moe.experts.E.{w1,w3,w2} instead of
   // mlp.experts.E.{gate,up,down}_proj.
   bool mixtral_names;
@@ -38,10 +72,10 @@ std::span<const ArchitectureTraits> architectures();
 const ArchitectureTraits& traits(Architecture architecture);
 std::string_view architecture_name(Architecture architecture);
 
-// "qwen3moe, qwen2moe, mixtral, olmoe".
+// "qwen3moe, qwen2moe, mixtral, olmoe, gpt-oss".
 std::string supported_architectures_list();
 
-// UNIMPLEMENTED "architecture X is not supported; supported: qwen3moe, qwen2moe, mixtral, olmoe".
+// UNIMPLEMENTED "architecture X is not supported; supported: qwen3moe, ..., gpt-oss".
 Status unsupported_architecture_error(std::string_view name);
 
 // From GGUF's general.architecture. "llama" is Mixtral only when expert_count > 0 (a dense Llama

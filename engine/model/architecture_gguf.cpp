@@ -94,6 +94,33 @@ RopeScalingType scaling_from_name(std::string_view name, bool* known) {
   return RopeScalingType::kNone;
 }
 
+// <arch>.attention.sliding_window (required) and which layers use it: the
+// attention.sliding_window_pattern key as a per-layer bool array, or as a period n (layer i is
+// windowed unless i % n == n - 1; n = 0: every layer), or llama.cpp's default period 2 (even
+// layers windowed) when absent.
+void read_sliding_window(const GgufFile& file, const std::string& p, KeyReader& keys,
+                         ModelSpec& s) {
+  s.sliding_window = keys.required_u64(p + "attention.sliding_window");
+  const size_t n = static_cast<size_t>(std::min(s.n_layers, kMaxLayers + 1));
+  s.swa_layers.assign(n, false);
+  const std::string key = p + "attention.sliding_window_pattern";
+  const GgufValue* pattern = file.find(key);
+  if (pattern != nullptr && pattern->is_array()) {
+    Result<std::vector<bool>> flags = pattern->to_bool_array();
+    if (!flags.ok()) {
+      keys.problem(flags.status().message());
+    } else if (flags->size() != n) {
+      keys.problem(key + " lists " + std::to_string(flags->size()) + " layers, block_count is " +
+                   std::to_string(s.n_layers));
+    } else {
+      for (size_t i = 0; i < n; ++i) s.swa_layers[i] = (*flags)[i];
+    }
+    return;
+  }
+  const uint64_t period = keys.optional_u64(key).value_or(2);
+  for (size_t i = 0; i < n; ++i) s.swa_layers[i] = period == 0 || i % period < period - 1;
+}
+
 }  // namespace
 
 Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
@@ -147,6 +174,8 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
   }
   s.rope.original_context_length =
       keys.optional_u64(p + "rope.scaling.original_context_length").value_or(0);
+  // llama.cpp reads neither rope.scaling.yarn_beta_fast nor _slow (it uses 32 and 1): follow it.
+  s.rope.theta_swa = keys.optional_f64(p + "rope.freq_base_swa").value_or(0.0);
 
   s.n_experts = expert_count;
   s.n_experts_used = keys.required_u64(p + "expert_used_count");
@@ -159,21 +188,23 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
     keys.problem("missing key " + p + "expert_feed_forward_length");
   }
   s.norm_topk_prob =
-      keys.optional_bool(p + "expert_weights_norm").value_or(tr.default_norm_topk_prob);
+      keys.optional_bool(p + "expert_weights_norm").value_or(tr.recipe.default_norm_topk_prob);
   const uint64_t leading_dense = keys.optional_u64(p + "leading_dense_block_count").value_or(0);
   // Absurd layer counts are reported by check_spec; no table of that size is allocated.
   s.moe_layers.assign(std::min(s.n_layers, kMaxLayers + 1), true);
   for (uint64_t i = 0; i < leading_dense && i < s.moe_layers.size(); ++i) s.moe_layers[i] = false;
   if (leading_dense > 0) s.dense_ffn_size = ffn.value_or(0);
-  if (tr.shared_expert) {
+  if (tr.recipe.shared_expert) {
     s.n_shared_experts = keys.optional_u64(p + "expert_shared_count").value_or(1);
     s.shared_expert_ffn_size = keys.required_u64(p + "expert_shared_feed_forward_length");
     s.shared_expert_gate = true;
   }
-  s.attn_qkv_bias = tr.qkv_bias;
-  s.qk_norm = tr.per_head_qk_norm ? QkNorm::kPerHead
-              : tr.whole_qk_norm  ? QkNorm::kWholeProjection
-                                  : QkNorm::kNone;
+  apply_recipe(tr.recipe, s);
+  if (tr.recipe.sliding_window) read_sliding_window(file, p, keys, s);
+  if (tr.recipe.qkv_bias && arch == Architecture::kGptOss) {
+    // llama.cpp loads gpt-oss q/k/v biases as optional: a file without them runs without them.
+    s.attn_qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
+  }
 
   if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens")) {
     s.vocab_size = tokens->array_size();

@@ -53,8 +53,8 @@ class FieldReader {
     return v->get<double>();
   }
 
-  std::optional<bool> optional_bool(const std::string& key) {
-    const json* v = find(config_, key);
+  std::optional<bool> optional_bool(const std::string& key, const json* obj = nullptr) {
+    const json* v = find(obj ? *obj : config_, key);
     if (v == nullptr) return std::nullopt;
     if (!v->is_boolean()) {
       problems_.push_back(key + " must be true or false, got " + v->dump());
@@ -148,6 +148,18 @@ void read_rope(FieldReader& f, double default_theta, RopeSpec& rope) {
       rope.scaling_factor = f.optional_f64("factor", obj).value_or(1.0);
       rope.original_context_length =
           f.optional_u64("original_max_position_embeddings", obj).value_or(0);
+      rope.yarn_beta_fast = f.optional_f64("beta_fast", obj).value_or(32.0);
+      rope.yarn_beta_slow = f.optional_f64("beta_slow", obj).value_or(1.0);
+      // transformers' YaRN variants the kernels do not compute (they follow ggml: rounded
+      // correction range, attention factor 0.1 ln(factor) + 1).
+      if (!f.optional_bool("truncate", obj).value_or(true)) {
+        f.problem(std::string(key) + ": YaRN with truncate = false is not supported");
+      }
+      for (const char* unsupported : {"attention_factor", "mscale", "mscale_all_dim"}) {
+        if (f.find(*obj, unsupported) != nullptr) {
+          f.problem(std::string(key) + ": YaRN " + unsupported + " is not supported");
+        }
+      }
     }
   }
 }
@@ -192,9 +204,8 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
   s.tied_embeddings = f.optional_bool("tie_word_embeddings").value_or(false);
   s.bos_token_id = f.token_id("bos_token_id");
   s.eos_token_id = f.token_id("eos_token_id");
-  s.qk_norm = tr.per_head_qk_norm ? QkNorm::kPerHead
-              : tr.whole_qk_norm  ? QkNorm::kWholeProjection
-                                  : QkNorm::kNone;
+  apply_recipe(tr.recipe, s);
+  s.attn_qkv_bias = false;  // Qwen2-MoE's qkv_bias key decides below
 
   if (f.optional_bool("use_sliding_window").value_or(false)) {
     f.problem("use_sliding_window = true is not supported");
@@ -249,6 +260,11 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
       }
       break;
     }
+    case Architecture::kGptOss:
+      return unimplemented_error(std::string(source) +
+                                 ": GptOssForCausalLM safetensors checkpoints are not supported "
+                                 "yet (their MXFP4 *_blocks / *_scales experts are not read); "
+                                 "serve a gpt-oss GGUF instead");
   }
   TANDEM_RETURN_IF_ERROR(f.status());
   return s;

@@ -20,10 +20,28 @@ CheckpointSizes checkpoint_sizes(const Checkpoint& c) {
   add(w.output_norm, s.dense);
   for (const TensorInfo* t : w.unused) add(t, s.unused);
   for (const LayerWeights& l : w.layers) {
-    for (const TensorInfo* t :
-         {l.attn_norm, l.q, l.k, l.v, l.o, l.q_bias, l.k_bias, l.v_bias, l.q_norm, l.k_norm,
-          l.ffn_norm, l.router, l.shared_gate, l.shared_up, l.shared_down, l.shared_expert_gate,
-          l.ffn_gate, l.ffn_up, l.ffn_down}) {
+    for (const TensorInfo* t : {l.attn_norm,
+                                l.q,
+                                l.k,
+                                l.v,
+                                l.o,
+                                l.q_bias,
+                                l.k_bias,
+                                l.v_bias,
+                                l.o_bias,
+                                l.sinks,
+                                l.q_norm,
+                                l.k_norm,
+                                l.ffn_norm,
+                                l.router,
+                                l.router_bias,
+                                l.shared_gate,
+                                l.shared_up,
+                                l.shared_down,
+                                l.shared_expert_gate,
+                                l.ffn_gate,
+                                l.ffn_up,
+                                l.ffn_down}) {
       add(t, s.dense);
     }
     uint64_t one_expert = 0;
@@ -38,6 +56,9 @@ CheckpointSizes checkpoint_sizes(const Checkpoint& c) {
       }
       for (const ExpertWeights* ew : {&l.experts_gate, &l.experts_up, &l.experts_down}) {
         for (const TensorInfo* t : ew->tensors()) add(t, s.experts);
+      }
+      for (const TensorInfo* t : {l.experts_gate_bias, l.experts_up_bias, l.experts_down_bias}) {
+        add(t, s.experts);
       }
     }
     s.per_expert_per_layer.push_back(one_expert);

@@ -27,6 +27,17 @@ std::string_view rope_scaling_type_name(RopeScalingType type) {
   return "unknown";
 }
 
+void apply_recipe(const LayerRecipe& recipe, ModelSpec& spec) {
+  spec.qk_norm = recipe.qk_norm;
+  spec.attn_qkv_bias = recipe.qkv_bias;
+  spec.attn_out_bias = recipe.attn_out_bias;
+  spec.attn_sinks = recipe.attn_sinks;
+  spec.routing = recipe.routing;
+  spec.router_bias = recipe.router_bias;
+  spec.expert_activation = recipe.activation;
+  spec.expert_bias = recipe.expert_bias;
+}
+
 uint64_t ModelSpec::n_moe_layers() const {
   uint64_t n = 0;
   for (bool moe : moe_layers) n += moe ? 1 : 0;
@@ -85,6 +96,10 @@ void check_spec(const ModelSpec& s, std::vector<std::string>& problems) {
   if (s.rope.scaling != RopeScalingType::kNone && !(s.rope.scaling_factor > 0.0)) {
     problems.push_back("rope scaling factor must be > 0");
   }
+  if (s.rope.scaling == RopeScalingType::kYarn &&
+      (!(s.rope.theta > 1.0) || !(s.rope.yarn_beta_fast > 0.0) || !(s.rope.yarn_beta_slow > 0.0))) {
+    problems.push_back("YaRN needs rope theta > 1 and beta_fast, beta_slow > 0");
+  }
   if (!(s.rms_norm_eps > 0.0) || s.rms_norm_eps >= 1.0) {
     problems.push_back("rms_norm_eps (" + std::to_string(s.rms_norm_eps) + ") outside (0, 1)");
   }
@@ -104,6 +119,15 @@ void check_spec(const ModelSpec& s, std::vector<std::string>& problems) {
   }
   if (s.n_moe_layers() < s.moe_layers.size() && s.dense_ffn_size == 0) {
     problems.push_back("dense layers present but dense_ffn_size is 0");
+  }
+  if (!s.swa_layers.empty() && s.swa_layers.size() != s.n_layers) {
+    problems.push_back("swa_layers lists " + num(s.swa_layers.size()) + " layers, n_layers is " +
+                       num(s.n_layers));
+  }
+  bool any_windowed = false;
+  for (bool w : s.swa_layers) any_windowed = any_windowed || w;
+  if (any_windowed && s.sliding_window == 0) {
+    problems.push_back("sliding-window layers present but the window is 0");
   }
   if (s.n_shared_experts > 0 && s.shared_expert_ffn_size == 0) {
     problems.push_back("shared experts present but shared_expert_ffn_size is 0");

@@ -30,11 +30,13 @@ struct RopeSpec {
   RopeScalingType scaling = RopeScalingType::kNone;
   double scaling_factor = 1.0;           // meaningful when scaling != kNone
   uint64_t original_context_length = 0;  // 0 when the file does not say
+  // YaRN's correction range (HF rope_scaling beta_fast / beta_slow; GGUF files carry keys for
+  // them, which llama.cpp ignores: 32 and 1 as there).
+  double yarn_beta_fast = 32.0;
+  double yarn_beta_slow = 1.0;
+  // Base frequency of sliding-window layers (GGUF rope.freq_base_swa); 0 = theta.
+  double theta_swa = 0.0;
 };
-
-// Where the per-head Q/K RMSNorm weights apply: over each head (Qwen3-MoE, weight [head_dim]) or
-// over the whole projection (OLMoE, weight [n_heads * head_dim] / [n_kv_heads * head_dim]).
-enum class QkNorm { kNone, kPerHead, kWholeProjection };
 
 // Bounds applied while reading a spec, so that absurd metadata cannot make us allocate per-layer or
 // per-expert tables of absurd size. Far above any published model.
@@ -59,8 +61,14 @@ struct ModelSpec {
   uint64_t context_length = 0;
 
   // Attention details.
-  bool attn_qkv_bias = false;  // q/k/v projections carry biases (Qwen2-MoE)
+  bool attn_qkv_bias = false;  // q/k/v projections carry biases (Qwen2-MoE, GPT-OSS)
+  bool attn_out_bias = false;  // the output projection carries a bias (GPT-OSS)
+  bool attn_sinks = false;     // one sink logit per query head joins the softmax (GPT-OSS)
   QkNorm qk_norm = QkNorm::kNone;
+  // Sliding-window attention: swa_layers[i] (n_layers entries, or empty when no layer is
+  // windowed) marks a layer whose query at position t sees keys t - sliding_window + 1 .. t.
+  uint64_t sliding_window = 0;
+  std::vector<bool> swa_layers;
 
   // MoE.
   uint64_t n_experts = 0;
@@ -70,6 +78,10 @@ struct ModelSpec {
   // construction); false: the softmax probabilities are used as they are (OLMoE, Qwen2-MoE
   // default).
   bool norm_topk_prob = false;
+  RoutingPolicy routing = RoutingPolicy::kSoftmaxTopK;
+  bool router_bias = false;  // the router carries a bias (GPT-OSS)
+  ExpertActivation expert_activation = ExpertActivation::kSwiGlu;
+  bool expert_bias = false;             // expert gate/up/down carry biases (GPT-OSS)
   uint64_t n_shared_experts = 0;        // Qwen2-MoE: 1
   uint64_t shared_expert_ffn_size = 0;  // shared_expert_intermediate_size
   bool shared_expert_gate = false;      // a sigmoid gate scales the shared expert's output
@@ -87,12 +99,18 @@ struct ModelSpec {
   uint64_t n_moe_layers() const;
   uint64_t q_dim() const { return n_heads * head_dim; }
   uint64_t kv_dim() const { return n_kv_heads * head_dim; }
+  bool windowed(uint64_t layer) const { return layer < swa_layers.size() && swa_layers[layer]; }
+  // The attention window of `layer`: sliding_window for a windowed layer, 0 (all) otherwise.
+  uint64_t attention_window(uint64_t layer) const { return windowed(layer) ? sliding_window : 0; }
 };
+
+// Copies an architecture's LayerRecipe into the spec's attention / routing / expert fields.
+void apply_recipe(const LayerRecipe& recipe, ModelSpec& spec);
 
 // Appends one line per inconsistency among the hyper-parameters (zero sizes, n_experts_used >
 // n_experts, n_heads % n_kv_heads != 0, hidden != n_heads * head_dim when head_dim was derived,
 // bos/eos >= vocab, moe_layers size, missing expert sizes, n_layers > kMaxLayers, n_experts >
-// kMaxExperts). Pure; callable from any thread.
+// kMaxExperts, swa_layers size, windowed layers without a window). Pure; callable from any thread.
 void check_spec(const ModelSpec& spec, std::vector<std::string>& problems);
 
 // check_spec as a Status: OK, or INVALID_ARGUMENT listing every problem on its own line.

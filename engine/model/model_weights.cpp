@@ -94,7 +94,7 @@ struct LayerSlots {
   std::vector<std::vector<const TensorInfo*>> per_expert;  // [projection][expert]
 };
 
-constexpr size_t kRoleCount = static_cast<size_t>(WeightRole::kDenseDown) + 1;
+constexpr size_t kRoleCount = kWeightRoleCount;
 
 size_t projection_index(WeightRole role) {
   return role == WeightRole::kExpertGate ? 0 : role == WeightRole::kExpertUp ? 1 : 2;
@@ -116,7 +116,7 @@ class Binder {
 
   void add(const TensorInfo& t) {
     std::optional<CanonicalName> name = naming_ == TensorNaming::kGguf
-                                            ? canonical_from_gguf(t.name)
+                                            ? canonical_from_gguf(t.name, spec_.architecture)
                                             : canonical_from_hf(t.name, spec_.architecture);
     if (!name) {
       weights_.unused.push_back(&t);
@@ -296,6 +296,12 @@ class Binder {
     w.k = single(l, i, WeightRole::kAttnK, true, {s.kv_dim(), h}, "(n_kv_heads*head_dim, hidden)");
     w.v = single(l, i, WeightRole::kAttnV, true, {s.kv_dim(), h}, "(n_kv_heads*head_dim, hidden)");
     w.o = single(l, i, WeightRole::kAttnO, true, {h, s.q_dim()}, "(hidden, n_heads*head_dim)");
+    if (s.attn_out_bias) {
+      w.o_bias = single(l, i, WeightRole::kAttnOBias, false, {h}, "(hidden_size)");
+    }
+    if (s.attn_sinks) {
+      w.sinks = single(l, i, WeightRole::kAttnSinks, false, {s.n_heads}, "(n_heads)");
+    }
     if (s.attn_qkv_bias) {
       w.q_bias = single(l, i, WeightRole::kAttnQBias, false, {s.q_dim()}, "(n_heads*head_dim)");
       w.k_bias = single(l, i, WeightRole::kAttnKBias, false, {s.kv_dim()}, "(kv dim)");
@@ -319,6 +325,18 @@ class Binder {
     }
     w.router = single(l, i, WeightRole::kRouter, true, {s.n_experts, h}, "(n_experts, hidden)");
     const uint64_t f = s.expert_ffn_size;
+    const uint64_t ne = s.n_experts;
+    if (s.router_bias) {
+      w.router_bias = single(l, i, WeightRole::kRouterBias, false, {ne}, "(n_experts)");
+    }
+    if (s.expert_bias) {
+      w.experts_gate_bias =
+          single(l, i, WeightRole::kExpertGateBias, false, {ne, f}, "(n_experts, expert_ffn)");
+      w.experts_up_bias =
+          single(l, i, WeightRole::kExpertUpBias, false, {ne, f}, "(n_experts, expert_ffn)");
+      w.experts_down_bias =
+          single(l, i, WeightRole::kExpertDownBias, false, {ne, h}, "(n_experts, hidden)");
+    }
     w.experts_gate = bind_experts(l, i, WeightRole::kExpertGate, f, h, "(expert_ffn, hidden)");
     w.experts_up = bind_experts(l, i, WeightRole::kExpertUp, f, h, "(expert_ffn, hidden)");
     w.experts_down = bind_experts(l, i, WeightRole::kExpertDown, h, f, "(hidden, expert_ffn)");

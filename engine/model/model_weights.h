@@ -55,6 +55,8 @@ struct LayerWeights {
   const TensorInfo* k = nullptr;
   const TensorInfo* v = nullptr;
   const TensorInfo* o = nullptr;
+  const TensorInfo* o_bias = nullptr;  // [hidden] (GPT-OSS)
+  const TensorInfo* sinks = nullptr;   // [n_heads] (GPT-OSS)
   const TensorInfo* q_bias = nullptr;
   const TensorInfo* k_bias = nullptr;
   const TensorInfo* v_bias = nullptr;
@@ -63,10 +65,16 @@ struct LayerWeights {
   const TensorInfo* ffn_norm = nullptr;
   bool moe = false;
   // MoE layers.
-  const TensorInfo* router = nullptr;  // [n_experts, hidden]
-  ExpertWeights experts_gate;          // per expert [expert_ffn, hidden]
-  ExpertWeights experts_up;            // per expert [expert_ffn, hidden]
-  ExpertWeights experts_down;          // per expert [hidden, expert_ffn]
+  const TensorInfo* router = nullptr;       // [n_experts, hidden]
+  const TensorInfo* router_bias = nullptr;  // [n_experts] (GPT-OSS)
+  ExpertWeights experts_gate;               // per expert [expert_ffn, hidden]
+  ExpertWeights experts_up;                 // per expert [expert_ffn, hidden]
+  ExpertWeights experts_down;               // per expert [hidden, expert_ffn]
+  // Expert biases, all experts of the layer in one tensor (GPT-OSS): [n_experts, expert_ffn] for
+  // gate and up, [n_experts, hidden] for down; null when the architecture has none.
+  const TensorInfo* experts_gate_bias = nullptr;
+  const TensorInfo* experts_up_bias = nullptr;
+  const TensorInfo* experts_down_bias = nullptr;
   const TensorInfo* shared_gate = nullptr;
   const TensorInfo* shared_up = nullptr;
   const TensorInfo* shared_down = nullptr;

@@ -40,7 +40,30 @@ constexpr std::array kRoleNames = {
     RoleName{WeightRole::kDenseGate, "ffn_gate"},
     RoleName{WeightRole::kDenseUp, "ffn_up"},
     RoleName{WeightRole::kDenseDown, "ffn_down"},
+    RoleName{WeightRole::kAttnOBias, "attn_output.bias"},
+    RoleName{WeightRole::kAttnSinks, "attn_sinks"},
+    RoleName{WeightRole::kRouterBias, "ffn_gate_inp.bias"},
+    RoleName{WeightRole::kExpertGateBias, "ffn_gate_exps.bias"},
+    RoleName{WeightRole::kExpertUpBias, "ffn_up_exps.bias"},
+    RoleName{WeightRole::kExpertDownBias, "ffn_down_exps.bias"},
 };
+
+// Roles whose GGUF name ends in ".bias" (the others end in ".weight").
+bool is_gguf_bias(WeightRole role) {
+  switch (role) {
+    case WeightRole::kAttnQBias:
+    case WeightRole::kAttnKBias:
+    case WeightRole::kAttnVBias:
+    case WeightRole::kAttnOBias:
+    case WeightRole::kRouterBias:
+    case WeightRole::kExpertGateBias:
+    case WeightRole::kExpertUpBias:
+    case WeightRole::kExpertDownBias:
+      return true;
+    default:
+      return false;
+  }
+}
 
 // Parses a non-negative decimal index (no sign, no leading '+'); nullopt otherwise.
 std::optional<int64_t> parse_index(std::string_view s) {
@@ -76,14 +99,14 @@ CanonicalName layer_name(WeightRole role, int64_t layer, int64_t expert = -1) {
   return CanonicalName{role, layer, expert};
 }
 
-std::optional<CanonicalName> gguf_layer_tensor(int64_t layer, std::string_view rest) {
-  if (consume_suffix(rest, ".bias")) {
-    if (rest == "attn_q") return layer_name(WeightRole::kAttnQBias, layer);
-    if (rest == "attn_k") return layer_name(WeightRole::kAttnKBias, layer);
-    if (rest == "attn_v") return layer_name(WeightRole::kAttnVBias, layer);
-    return std::nullopt;
+std::optional<CanonicalName> gguf_layer_tensor(int64_t layer, std::string_view rest,
+                                               Architecture arch) {
+  for (const RoleName& rn : kRoleNames) {
+    if (is_gguf_bias(rn.role) && rn.name == rest) return layer_name(rn.role, layer);
   }
   if (!consume_suffix(rest, ".weight")) return std::nullopt;
+  const std::string_view ffn_norm = traits(arch).gguf_ffn_norm;
+  if (rest == ffn_norm) return layer_name(WeightRole::kFfnNorm, layer);
   // Legacy per-expert layout: ffn_gate.E / ffn_up.E / ffn_down.E.
   for (auto [prefix, role] : {std::pair{std::string_view("ffn_gate."), WeightRole::kExpertGate},
                               std::pair{std::string_view("ffn_up."), WeightRole::kExpertUp},
@@ -97,7 +120,8 @@ std::optional<CanonicalName> gguf_layer_tensor(int64_t layer, std::string_view r
   }
   for (const RoleName& rn : kRoleNames) {
     if (rn.name == rest && rn.role != WeightRole::kTokenEmbedding &&
-        rn.role != WeightRole::kOutputNorm && rn.role != WeightRole::kLmHead) {
+        rn.role != WeightRole::kOutputNorm && rn.role != WeightRole::kLmHead &&
+        !(rn.role == WeightRole::kFfnNorm && rn.name != ffn_norm)) {
       return layer_name(rn.role, layer);
     }
   }
@@ -192,7 +216,7 @@ std::string canonical_name_string(const CanonicalName& name) {
   return out;
 }
 
-std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name) {
+std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name, Architecture arch) {
   if (tensor_name == "token_embd.weight") return CanonicalName{WeightRole::kTokenEmbedding};
   if (tensor_name == "output_norm.weight") return CanonicalName{WeightRole::kOutputNorm};
   if (tensor_name == "output.weight") return CanonicalName{WeightRole::kLmHead};
@@ -200,7 +224,7 @@ std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name) {
   if (!consume_prefix(rest, "blk.")) return std::nullopt;
   auto split = split_index(rest);
   if (!split) return std::nullopt;
-  return gguf_layer_tensor(split->first, split->second);
+  return gguf_layer_tensor(split->first, split->second, arch);
 }
 
 std::optional<CanonicalName> canonical_from_hf(std::string_view tensor_name, Architecture arch) {
@@ -248,12 +272,14 @@ std::string file_tensor_name(const CanonicalName& name, TensorNaming naming, Arc
       case WeightRole::kOutputNorm:
       case WeightRole::kLmHead:
         return std::string(weight_role_name(name.role)) + ".weight";
-      case WeightRole::kAttnQBias:
-      case WeightRole::kAttnKBias:
-      case WeightRole::kAttnVBias:
-        return "blk." + std::to_string(name.layer) + "." + std::string(weight_role_name(name.role));
+      case WeightRole::kFfnNorm:
+        return "blk." + std::to_string(name.layer) + "." + std::string(traits(arch).gguf_ffn_norm) +
+               ".weight";
       default:
         break;
+    }
+    if (is_gguf_bias(name.role)) {
+      return "blk." + std::to_string(name.layer) + "." + std::string(weight_role_name(name.role));
     }
     std::string role(weight_role_name(name.role));
     if (is_expert_role(name.role)) {

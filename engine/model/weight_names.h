@@ -1,6 +1,7 @@
 // Canonical weight names: GGUF and HF tensor names mapped onto one set of logical weights.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,7 +44,16 @@ enum class WeightRole {
   kDenseGate,         // FFN of a dense (non-MoE) layer
   kDenseUp,
   kDenseDown,
+  kAttnOBias,       // GPT-OSS: output projection bias [hidden]
+  kAttnSinks,       // GPT-OSS: one sink logit per query head [n_heads]
+  kRouterBias,      // GPT-OSS: [n_experts]
+  kExpertGateBias,  // GPT-OSS: all experts' biases of one layer, [n_experts, expert_ffn]
+  kExpertUpBias,    // [n_experts, expert_ffn]
+  kExpertDownBias,  // [n_experts, hidden]
 };
+
+// Number of WeightRole values (tables indexed by role).
+inline constexpr size_t kWeightRoleCount = static_cast<size_t>(WeightRole::kExpertDownBias) + 1;
 
 // "attn_q", "expert_gate", ... (the GGUF-like short name used in messages and `inspect`).
 std::string_view weight_role_name(WeightRole role);
@@ -59,10 +69,12 @@ struct CanonicalName {
 // The canonical name as text: "blk.3.expert_gate", "blk.3.expert_gate[5]", "token_embd".
 std::string canonical_name_string(const CanonicalName& name);
 
-// GGUF tensor name -> canonical name; nullopt for names outside the four architectures'
+// GGUF tensor name -> canonical name for `arch`; nullopt for names outside the architectures'
 // vocabulary (reported as unused). Handles fused (blk.N.ffn_gate_exps.weight) and legacy
-// per-expert (blk.N.ffn_gate.E.weight) names; blk.N.ffn_gate.weight is the dense FFN.
-std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name);
+// per-expert (blk.N.ffn_gate.E.weight) names; blk.N.ffn_gate.weight is the dense FFN. The pre-FFN
+// norm is blk.N.ffn_norm, or blk.N.post_attention_norm for GPT-OSS
+// (ArchitectureTraits::gguf_ffn_norm).
+std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name, Architecture arch);
 
 // HF (transformers) tensor name -> canonical name for `arch`; nullopt when unknown. Mixtral uses
 // block_sparse_moe.{gate, experts.E.w1/w3/w2} (w1 = gate, w3 = up, w2 = down); the others

@@ -53,12 +53,7 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
     kernels::rms_norm(k, L.k_norm, eps, n, kv_dim, k);
   }
 
-  kernels::RopeConfig rope;
-  rope.layout = spec_.rope.type == model::RopeType::kNeox ? kernels::RopeLayout::kNeox
-                                                          : kernels::RopeLayout::kNormal;
-  rope.head_dim = head_dim;
-  rope.rot_dims = spec_.rope.n_dims != 0 ? spec_.rope.n_dims : head_dim;
-  rope.freq_base = static_cast<float>(spec_.rope.theta);
+  const kernels::RopeConfig rope = rope_config(spec_, layer);
   kernels::rope(q, n, spec_.n_heads, positions_, rope);
   kernels::rope(k, n, spec_.n_kv_heads, positions_, rope);
 
@@ -76,6 +71,8 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   cfg.n_kv_heads = spec_.n_kv_heads;
   cfg.head_dim = head_dim;
   cfg.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  cfg.window = static_cast<size_t>(spec_.attention_window(layer));
+  cfg.sinks = L.sinks;
   std::vector<kernels::KvBlocks> kvs(batch.size());
   for (size_t s = 0; s < batch.size(); ++s) {
     kvs[s] = batch[s].cache->blocks(layer, batch[s].start_pos + batch[s].tokens.size());
@@ -92,10 +89,12 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
       kernels::attention_heads(qs, ns, seq.start_pos, kvs[s], cfg, out, head, head + 1);
     }
   };
-  // Attention reads every cached position once per head: small contexts run on one thread.
+  // Attention reads every visible cached position once per head: small contexts run on one
+  // thread.
   size_t work = 0;
   for (const SequenceInput& seq : batch) {
-    work += seq.tokens.size() * (seq.start_pos + seq.tokens.size()) * q_dim;
+    const size_t context = seq.start_pos + seq.tokens.size();
+    work += seq.tokens.size() * (cfg.window != 0 ? std::min(context, cfg.window) : context) * q_dim;
   }
   if (pool->n_threads() == 1 || work < (size_t{1} << 16)) {
     run(0, n_items);
@@ -106,6 +105,7 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   std::span<float> o(tmp_.data(), n * hidden);
   experts::pooled_matmul(pool, L.o, std::span<const float>(attn_.data(), n * q_dim), n, o, mode_,
                          scratch_);
+  add_bias(tmp_, n, L.o_bias);
   std::span<float> x(x_.data(), n * hidden);
   kernels::add(x, o, x);
 }

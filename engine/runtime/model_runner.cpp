@@ -13,15 +13,44 @@
 
 namespace tandem::runtime {
 
+experts::RouterRecipe router_recipe(const model::ModelSpec& spec) {
+  return experts::RouterRecipe{spec.routing, spec.norm_topk_prob};
+}
+
+kernels::RopeConfig rope_config(const model::ModelSpec& spec, size_t layer) {
+  kernels::RopeConfig rope;
+  rope.layout = spec.rope.type == model::RopeType::kNeox ? kernels::RopeLayout::kNeox
+                                                         : kernels::RopeLayout::kNormal;
+  rope.head_dim = spec.head_dim;
+  rope.rot_dims = spec.rope.n_dims != 0 ? spec.rope.n_dims : spec.head_dim;
+  const double theta =
+      spec.windowed(layer) && spec.rope.theta_swa > 0.0 ? spec.rope.theta_swa : spec.rope.theta;
+  rope.freq_base = static_cast<float>(theta);
+  if (spec.rope.scaling == model::RopeScalingType::kYarn) {
+    // llama.cpp's YaRN: ext_factor 1, attention factor 1 (ggml then scales cos/sin by
+    // 1 + 0.1 ln(factor)), the correction range from the original context.
+    rope.freq_scale = static_cast<float>(1.0 / spec.rope.scaling_factor);
+    rope.ext_factor = 1.0f;
+    rope.attn_factor = 1.0f;
+    rope.n_ctx_orig = spec.rope.original_context_length != 0
+                          ? static_cast<size_t>(spec.rope.original_context_length)
+                          : static_cast<size_t>(spec.context_length);
+    rope.beta_fast = static_cast<float>(spec.rope.yarn_beta_fast);
+    rope.beta_slow = static_cast<float>(spec.rope.yarn_beta_slow);
+  }
+  return rope;
+}
+
 ModelRunner::~ModelRunner() = default;
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec& spec,
                                                          const model::ModelWeights& weights,
                                                          const RunnerOptions& options) {
-  if (spec.rope.scaling != model::RopeScalingType::kNone) {
+  if (spec.rope.scaling != model::RopeScalingType::kNone &&
+      spec.rope.scaling != model::RopeScalingType::kYarn) {
     return unimplemented_error("RoPE scaling '" +
                                std::string(model::rope_scaling_type_name(spec.rope.scaling)) +
-                               "' is not implemented yet");
+                               "' is not implemented yet (supported: none, yarn)");
   }
   std::unique_ptr<ModelRunner> r(new ModelRunner());
   r->spec_ = spec;
@@ -243,7 +272,7 @@ Status ModelRunner::forward_dense(std::span<const SequenceInput> batch, ForwardO
     router_.resize(n * n_experts);
     std::span<float> h(h_.data(), n * hidden);
     TANDEM_RETURN_IF_ERROR(dense_->moe_input(l, h, router_));
-    experts::route(router_, n, n_experts, spec_.n_experts_used, spec_.norm_topk_prob, routing_);
+    experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_);
     if (record) out.routing[l] = routing_;
     std::span<float> ffn(tmp_.data(), n * hidden);
     TANDEM_RETURN_IF_ERROR(moe_->run(l, n_experts, h, n, hidden, routing_, expert_map_, ffn));
@@ -271,7 +300,13 @@ Status ModelRunner::ffn_block(size_t layer, ForwardOutput& out, bool record) {
     router_.resize(n * n_experts);
     experts::pooled_matmul(pool, L.router, h, n, router_, kernels::MatmulActivations::kFloat,
                            scratch_);
-    experts::route(router_, n, n_experts, spec_.n_experts_used, spec_.norm_topk_prob, routing_);
+    if (!L.router_bias.empty()) {
+      for (size_t t = 0; t < n; ++t) {
+        std::span<float> row(router_.data() + t * n_experts, n_experts);
+        kernels::add(row, L.router_bias, row);
+      }
+    }
+    experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_);
     if (record) out.routing[layer] = routing_;
     TANDEM_RETURN_IF_ERROR(moe_->run(layer, n_experts, h, n, hidden, routing_, expert_map_, ffn));
     if (L.has_shared) {

@@ -17,6 +17,7 @@
 #include "engine/runtime/dense_executor.h"
 #include "engine/runtime/kv_cache.h"
 #include "engine/runtime/prepared_weights.h"
+#include "kernels/cpu/rope.h"
 
 namespace tandem::runtime {
 
@@ -65,6 +66,11 @@ inline RunnerOptions runner_options(const config::Config& config) {
 // Threads: the runner owns its ThreadPool. forward() is called from one thread at a time (the
 // scheduler's loop). The spec is copied; the weights (and the checkpoint that maps them) must
 // outlive the runner.
+// The RoPE of `layer` (window layers may have their own base) and the router's recipe, as the
+// spec describes them: the one place that turns a ModelSpec into kernel settings.
+kernels::RopeConfig rope_config(const model::ModelSpec& spec, size_t layer);
+experts::RouterRecipe router_recipe(const model::ModelSpec& spec);
+
 class ModelRunner {
  public:
   // UNIMPLEMENTED for RoPE scaling other than none, INVALID_ARGUMENT / UNIMPLEMENTED for weights

@@ -2,19 +2,12 @@
 #include "engine/runtime/prepared_weights.h"
 
 #include "engine/experts/cpu_expert_worker.h"
-#include "kernels/cpu/dequantize.h"
 
 namespace tandem::runtime {
 namespace {
 
 Status to_float(const model::TensorInfo* t, std::vector<float>& out) {
-  if (t == nullptr) {
-    out.clear();
-    return Status();
-  }
-  out.resize(t->n_elements);
-  Status s = kernels::dequantize(t->type, t->data, out);
-  return s.ok() ? s : s.with_prefix(t->name);
+  return experts::float_copy_of(t, out);
 }
 
 Status to_matrix(const model::TensorInfo* t, kernels::WeightMatrix& out) {
@@ -41,6 +34,8 @@ Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
     TANDEM_RETURN_IF_ERROR(to_matrix(w.k, L.k));
     TANDEM_RETURN_IF_ERROR(to_matrix(w.v, L.v));
     TANDEM_RETURN_IF_ERROR(to_matrix(w.o, L.o));
+    TANDEM_RETURN_IF_ERROR(to_float(w.o_bias, L.o_bias));
+    TANDEM_RETURN_IF_ERROR(to_float(w.sinks, L.sinks));
     TANDEM_RETURN_IF_ERROR(to_float(w.q_bias, L.q_bias));
     TANDEM_RETURN_IF_ERROR(to_float(w.k_bias, L.k_bias));
     TANDEM_RETURN_IF_ERROR(to_float(w.v_bias, L.v_bias));
@@ -50,6 +45,7 @@ Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
     L.moe = w.moe;
     if (w.moe) {
       TANDEM_RETURN_IF_ERROR(to_matrix(w.router, L.router));
+      TANDEM_RETURN_IF_ERROR(to_float(w.router_bias, L.router_bias));
       L.has_shared = w.shared_gate != nullptr;
       TANDEM_RETURN_IF_ERROR(to_matrix(w.shared_gate, L.shared_gate));
       TANDEM_RETURN_IF_ERROR(to_matrix(w.shared_up, L.shared_up));

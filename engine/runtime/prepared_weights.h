@@ -14,11 +14,13 @@ namespace tandem::runtime {
 struct PreparedLayer {
   std::vector<float> attn_norm;
   kernels::WeightMatrix q, k, v, o;
-  std::vector<float> q_bias, k_bias, v_bias;  // empty when absent
-  std::vector<float> q_norm, k_norm;          // empty when absent
+  std::vector<float> q_bias, k_bias, v_bias, o_bias;  // empty when absent
+  std::vector<float> sinks;                           // [n_heads] or empty
+  std::vector<float> q_norm, k_norm;                  // empty when absent
   std::vector<float> ffn_norm;
   bool moe = false;
-  kernels::WeightMatrix router;  // [n_experts x hidden]
+  kernels::WeightMatrix router;    // [n_experts x hidden]
+  std::vector<float> router_bias;  // [n_experts] or empty
   bool has_shared = false;
   kernels::WeightMatrix shared_gate, shared_up, shared_down;
   bool has_shared_gate = false;

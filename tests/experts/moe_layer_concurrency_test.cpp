@@ -71,7 +71,7 @@ Problem make_problem(uint32_t seed) {
   for (float& v : pr.input) v = u(rng);
   std::vector<float> logits(pr.n_tokens * pr.n_experts);
   for (float& v : logits) v = 3.0f * u(rng);
-  route(logits, pr.n_tokens, pr.n_experts, 2, true, pr.routing);
+  route(logits, pr.n_tokens, pr.n_experts, 2, RouterRecipe{.renormalize = true}, pr.routing);
   return pr;
 }
 

@@ -1,5 +1,6 @@
 // MoeLayer: splitting experts across two CPU workers by any placement gives bit-identical results.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include <random>
 #include <set>
@@ -66,13 +67,27 @@ TEST_CASE("route: softmax, top-k by probability, optional renormalisation", "[ex
   std::vector<float> logits = {std::log(0.1f), std::log(0.4f), std::log(0.2f), std::log(0.3f)};
   std::vector<float> copy = logits;
   Routing r;
-  route(logits, 1, 4, 2, false, r);
+  route(logits, 1, 4, 2, RouterRecipe{}, r);
   CHECK(r.experts == std::vector<int32_t>{1, 3});
   CHECK(r.weights[0] == Approx(0.4f));
   CHECK(r.weights[1] == Approx(0.3f));
-  route(copy, 1, 4, 2, true, r);
+  route(copy, 1, 4, 2, RouterRecipe{.renormalize = true}, r);
   CHECK(r.weights[0] == Approx(0.4f / 0.7f));
   CHECK(r.weights[1] == Approx(0.3f / 0.7f));
+}
+
+TEST_CASE("route: GPT-OSS top-k over raw logits, then softmax over the k selected", "[experts]") {
+  // Two tokens; the second has a tie (lower expert id first).
+  std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.0f, 3.0f, 0.0f, 3.0f, -2.0f};
+  Routing r;
+  route(logits, 2, 4, 2, RouterRecipe{.policy = model::RoutingPolicy::kTopKSoftmax}, r);
+  CHECK(r.experts == std::vector<int32_t>{1, 3, 0, 2});
+  // softmax({2, 1}) and softmax({3, 3}), in double.
+  const double e = std::exp(-1.0);
+  CHECK(r.weights[0] == Approx(1.0 / (1.0 + e)).epsilon(1e-6));
+  CHECK(r.weights[1] == Approx(e / (1.0 + e)).epsilon(1e-6));
+  CHECK(r.weights[2] == Approx(0.5).epsilon(1e-6));
+  CHECK(r.weights[3] == Approx(0.5).epsilon(1e-6));
 }
 
 TEST_CASE("group_by_expert lists pairs per expert in token order, filtered by owner", "[experts]") {

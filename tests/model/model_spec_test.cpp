@@ -175,7 +175,8 @@ TEST_CASE("spec from transformers config.json files", "[model][spec][hf]") {
 }
 
 TEST_CASE("unsupported architectures are refused by name", "[model][spec]") {
-  const std::string tail = " is not supported; supported: qwen3moe, qwen2moe, mixtral, olmoe";
+  const std::string tail =
+      " is not supported; supported: qwen3moe, qwen2moe, mixtral, olmoe, gpt-oss";
   Result<Architecture> hf = architecture_from_hf("llama", "LlamaForCausalLM");
   REQUIRE_FALSE(hf.ok());
   CHECK(hf.status().code() == StatusCode::kUnimplemented);
@@ -237,19 +238,21 @@ TEST_CASE("check_spec lists every inconsistent hyper-parameter", "[model][spec]"
 }
 
 TEST_CASE("canonical names from GGUF and HF names", "[model][names]") {
-  CHECK(canonical_from_gguf("blk.1.ffn_gate_exps.weight") ==
+  CHECK(canonical_from_gguf("blk.1.ffn_gate_exps.weight", Architecture::kQwen3Moe) ==
         CanonicalName{WeightRole::kExpertGate, 1, -1});
-  CHECK(canonical_from_gguf("blk.0.ffn_down.7.weight") ==
+  CHECK(canonical_from_gguf("blk.0.ffn_down.7.weight", Architecture::kQwen3Moe) ==
         CanonicalName{WeightRole::kExpertDown, 0, 7});
-  CHECK(canonical_from_gguf("blk.0.ffn_down.weight") ==
+  CHECK(canonical_from_gguf("blk.0.ffn_down.weight", Architecture::kQwen3Moe) ==
         CanonicalName{WeightRole::kDenseDown, 0, -1});
-  CHECK(canonical_from_gguf("blk.3.attn_q.bias") == CanonicalName{WeightRole::kAttnQBias, 3, -1});
-  CHECK(canonical_from_gguf("blk.3.ffn_gate_inp_shexp.weight") ==
+  CHECK(canonical_from_gguf("blk.3.attn_q.bias", Architecture::kQwen3Moe) ==
+        CanonicalName{WeightRole::kAttnQBias, 3, -1});
+  CHECK(canonical_from_gguf("blk.3.ffn_gate_inp_shexp.weight", Architecture::kQwen3Moe) ==
         CanonicalName{WeightRole::kSharedExpertGate, 3, -1});
-  CHECK(canonical_from_gguf("output.weight") == CanonicalName{WeightRole::kLmHead});
-  CHECK_FALSE(canonical_from_gguf("blk.x.attn_q.weight"));
-  CHECK_FALSE(canonical_from_gguf("blk.-1.attn_q.weight"));
-  CHECK_FALSE(canonical_from_gguf("rope_freqs.weight"));
+  CHECK(canonical_from_gguf("output.weight", Architecture::kQwen3Moe) ==
+        CanonicalName{WeightRole::kLmHead});
+  CHECK_FALSE(canonical_from_gguf("blk.x.attn_q.weight", Architecture::kQwen3Moe));
+  CHECK_FALSE(canonical_from_gguf("blk.-1.attn_q.weight", Architecture::kQwen3Moe));
+  CHECK_FALSE(canonical_from_gguf("rope_freqs.weight", Architecture::kQwen3Moe));
 
   CHECK(canonical_from_hf("model.layers.2.block_sparse_moe.experts.5.w3.weight",
                           Architecture::kMixtral) == CanonicalName{WeightRole::kExpertUp, 2, 5});
