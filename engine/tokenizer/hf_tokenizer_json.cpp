@@ -353,7 +353,10 @@ Result<HfTokenizerParts> parse_parts(const Json& root, const Json& config) {
   } else {
     vocab->kind = TokenizerKind::kByteLevelBpe;
     vocab->model_name = "gpt2";
-    vocab->pre_name = "tokenizer.json";
+    // A Split sequence that is exactly a named pre-tokenizer's (gpt-oss: "gpt-4o") takes its
+    // name; the regexes run the same either way.
+    const auto named = PreTokenizer::name_of_rules(spec.rules);
+    vocab->pre_name = named ? std::string(*named) : "tokenizer.json";
     vocab->byte_level_prefix_space = spec.byte_level_prefix_space;
   }
 
@@ -398,7 +401,7 @@ Result<HfTokenizerParts> parse_parts(const Json& root, const Json& config) {
   HfTokenizerParts parts;
   if (spec.byte_level) {
     TANDEM_ASSIGN_OR_RETURN(PreTokenizer pre,
-                            PreTokenizer::from_rules("tokenizer.json", std::move(spec.rules)));
+                            PreTokenizer::from_rules(vocab->pre_name, std::move(spec.rules)));
     parts.pre = std::make_unique<PreTokenizer>(std::move(pre));
   }
   parts.ignore_merges = bool_or(model, "ignore_merges", false);

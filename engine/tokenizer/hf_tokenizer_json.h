@@ -30,7 +30,10 @@ struct HfTokenizerParts {
 //               rules (final sigma).
 //   pre_tokenizer  ByteLevel (add_prefix_space only as the first step; use_regex adds GPT-2's
 //               regex), Split (Regex or String pattern; Isolated, Removed, MergedWithPrevious,
-//               MergedWithNext, Contiguous; invert), Sequence of those with ByteLevel last;
+//               MergedWithNext, Contiguous; invert), Sequence of those with ByteLevel last
+//               (regexes run through PCRE2 as written; a sequence that is exactly a named
+//               pre-tokenizer's, e.g. gpt-oss's o200k Split = "gpt-4o", gives the vocab that
+//               name, else "tokenizer.json");
 //               Metaspace (replacement ▁, prepend_scheme first/always/never) for BPE with
 //               byte_fallback.
 //   decoder     ByteLevel; for Metaspace models Metaspace or Sequence of Replace/ByteFallback/

@@ -5,6 +5,8 @@
 #include <pcre2.h>
 
 #include <array>
+#include <optional>
+#include <span>
 #include <string>
 
 namespace tandem::tokenizer {
@@ -12,20 +14,31 @@ namespace tandem::tokenizer {
 namespace {
 
 // GPT-2's published split pattern.
-constexpr std::string_view kGpt2 =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::array<std::string_view, 1> kGpt2 = {
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"};
 
 // Llama 3 (tiktoken cl100k style): digits in groups of up to three.
-constexpr std::string_view kLlama3 =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::array<std::string_view, 1> kLlama3 = {
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
 
 // Qwen2: as Llama 3 but single digits.
-constexpr std::string_view kQwen2 =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::array<std::string_view, 1> kQwen2 = {
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
 
 // Qwen3.5: as Qwen2 with combining marks (\p{M}) kept inside letter runs.
-constexpr std::string_view kQwen35 =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::array<std::string_view, 1> kQwen35 = {
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+
+// GPT-4o (tiktoken o200k_base; gpt-oss): a word is an optional non-letter/non-digit lead, then
+// either uppercase-ish letters followed by at least one lowercase-ish letter, or at least one
+// uppercase-ish letter followed by lowercase-ish ones (Lm, Lo and marks count as both, so
+// "CamelCase" is two words and "HTTPServer" one), then an optional contraction in any case.
+// Digits in groups of up to three; punctuation runs keep trailing newlines and slashes. This is
+// the pattern of gpt-oss's tokenizer.json byte for byte (also valid Oniguruma).
+constexpr std::array<std::string_view, 1> kGpt4o = {
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
 
 // DeepSeek LLM: newlines, cased-letter runs (the published class is the Unicode cased letters,
 // Lu/Ll/Lt = \p{L&}), ASCII/full-width/CJK punctuation, trailing whitespace, CJK/Hangul runs,
@@ -45,6 +58,31 @@ constexpr std::array<std::string_view, 5> kDeepseekCoder = {
     R"(\s?\p{P}+)", R"([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)",
     R"(\p{N})",
 };
+
+// Every named pre-tokenizer: its tokenizer.ggml.pre name, an alias ("" for none) and its
+// regexes in order. The supported list in messages is made from this table.
+struct NamedPreTokenizer {
+  std::string_view name;
+  std::string_view alias;
+  std::span<const std::string_view> patterns;
+};
+
+constexpr std::array<NamedPreTokenizer, 7> kNamed = {{
+    {"gpt-2", "gpt2", kGpt2},
+    {"qwen2", "", kQwen2},
+    {"qwen35", "", kQwen35},
+    {"llama-bpe", "llama3", kLlama3},
+    {"gpt-4o", "", kGpt4o},
+    {"deepseek-llm", "", kDeepseekLlm},
+    {"deepseek-coder", "", kDeepseekCoder},
+}};
+
+const NamedPreTokenizer* find_named(std::string_view name) {
+  for (const NamedPreTokenizer& entry : kNamed) {
+    if (name == entry.name || (!entry.alias.empty() && name == entry.alias)) return &entry;
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -214,25 +252,30 @@ PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
 PreTokenizer::~PreTokenizer() = default;
 
 Result<std::vector<std::string_view>> PreTokenizer::named_patterns(std::string_view name) {
-  std::vector<std::string_view> patterns;
-  if (name == "gpt-2" || name == "gpt2") {
-    patterns = {kGpt2};
-  } else if (name == "llama-bpe" || name == "llama3") {
-    patterns = {kLlama3};
-  } else if (name == "qwen2") {
-    patterns = {kQwen2};
-  } else if (name == "qwen35") {
-    patterns = {kQwen35};
-  } else if (name == "deepseek-llm") {
-    patterns.assign(kDeepseekLlm.begin(), kDeepseekLlm.end());
-  } else if (name == "deepseek-coder") {
-    patterns.assign(kDeepseekCoder.begin(), kDeepseekCoder.end());
-  } else {
+  const NamedPreTokenizer* named = find_named(name);
+  if (named == nullptr) {
+    std::string supported;
+    for (const NamedPreTokenizer& entry : kNamed) {
+      supported += supported.empty() ? "" : ", ";
+      supported += entry.name;
+    }
     return unimplemented_error("pre-tokenizer '" + std::string(name) +
-                               "' is not supported (supported: gpt-2, qwen2, qwen35, llama-bpe, "
-                               "deepseek-llm, deepseek-coder)");
+                               "' is not supported (supported: " + supported + ")");
   }
-  return patterns;
+  return std::vector<std::string_view>(named->patterns.begin(), named->patterns.end());
+}
+
+std::optional<std::string_view> PreTokenizer::name_of_rules(const std::vector<SplitRule>& rules) {
+  for (const NamedPreTokenizer& entry : kNamed) {
+    if (entry.patterns.size() != rules.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < rules.size() && same; ++i) {
+      same = !rules[i].literal && !rules[i].invert &&
+             rules[i].behavior == SplitBehavior::kIsolated && rules[i].pattern == entry.patterns[i];
+    }
+    if (same) return entry.name;
+  }
+  return std::nullopt;
 }
 
 Result<PreTokenizer> PreTokenizer::create(std::string_view name) {

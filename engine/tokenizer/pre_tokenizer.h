@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,8 +36,9 @@ struct SplitRule {
 //
 // Every rule of a named pre-tokenizer is kIsolated, not inverted.
 //
-// Supported names: "gpt-2", "qwen2", "qwen35", "llama-bpe" (alias "llama3"), "deepseek-llm",
-// "deepseek-coder"; others are UNIMPLEMENTED.
+// Supported names: "gpt-2" (alias "gpt2"), "qwen2", "qwen35", "llama-bpe" (alias "llama3"),
+// "gpt-4o" (the o200k pattern of gpt-oss), "deepseek-llm", "deepseek-coder"; others are
+// UNIMPLEMENTED.
 //
 // Immutable after create(); split() may be called from any thread concurrently.
 class PreTokenizer {
@@ -47,6 +49,9 @@ class PreTokenizer {
   static Result<PreTokenizer> from_rules(std::string_view name, std::vector<SplitRule> rules);
   // The regexes of a named pre-tokenizer (see create()), in order; UNIMPLEMENTED for others.
   static Result<std::vector<std::string_view>> named_patterns(std::string_view name);
+  // The name (see create(), never an alias) whose regexes `rules` are exactly: the same patterns,
+  // in order, all regexes, kIsolated and not inverted. nullopt when no named pre-tokenizer is.
+  static std::optional<std::string_view> name_of_rules(const std::vector<SplitRule>& rules);
 
   PreTokenizer(PreTokenizer&&) noexcept;
   PreTokenizer& operator=(PreTokenizer&&) noexcept;

@@ -113,7 +113,9 @@ class Tokenizer {
   Result<std::string> token_bytes(int32_t id, bool skip_special) const;
 
   TokenizerKind kind() const;
-  const std::string& pre_tokenizer_name() const;  // "default" for SentencePiece
+  // tokenizer.ggml.pre for GGUF; for tokenizer.json the named pre-tokenizer whose regexes the
+  // Split/ByteLevel steps are (e.g. "gpt-4o"), else "tokenizer.json"; "default" for SentencePiece.
+  const std::string& pre_tokenizer_name() const;
   int32_t vocab_size() const;
   // Token text as stored in the vocabulary; id must be in [0, vocab_size()).
   std::string_view token_text(int32_t id) const;
