@@ -56,6 +56,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
   r->spec_ = spec;
   r->model_weights_ = &weights;
   TANDEM_ASSIGN_OR_RETURN(r->weights_, prepare_weights(spec, weights));
+  r->kv_layout_ = KvLayerLayout::of(spec);
   r->context_length_ = options.context_length != 0 ? options.context_length : spec.context_length;
   if (r->context_length_ == 0) r->context_length_ = 4096;
   r->mode_ = options.quantized_activations ? kernels::MatmulActivations::kQuantized
@@ -69,8 +70,17 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
 }
 
 std::unique_ptr<KvCache> ModelRunner::new_kv_cache(size_t max_positions) const {
-  return std::make_unique<DenseKvCache>(spec_.n_layers, spec_.kv_dim(),
-                                        max_positions != 0 ? max_positions : context_length_);
+  const size_t limit = max_positions != 0 ? max_positions : context_length_;
+  return wrap_kv_cache(std::make_unique<DenseKvCache>(kv_layout_.n_full, spec_.kv_dim(), limit),
+                       limit);
+}
+
+std::unique_ptr<KvCache> ModelRunner::wrap_kv_cache(std::unique_ptr<KvCache> full_layers,
+                                                    size_t max_positions) const {
+  if (kv_layout_.n_windowed() == 0) return full_layers;
+  if (kv_layout_.n_full == 0) full_layers.reset();
+  return std::make_unique<WindowedKvCache>(std::move(full_layers), kv_layout_, spec_.kv_dim(),
+                                           max_positions);
 }
 
 Status ModelRunner::set_expert_workers(std::vector<experts::ExpertWorker*> workers,
@@ -101,6 +111,9 @@ Status ModelRunner::set_dense_executor(std::unique_ptr<DenseExecutor> executor) 
   if (executor == nullptr) {
     dense_.reset();  // the old pool's hook now holds an expired reference: a no-op
     return Status();
+  }
+  if (kv_layout_.n_windowed() > 0) {
+    return unimplemented_error("a dense executor does not take sliding-window layers yet");
   }
   KvPool& pool = executor->pool();
   if (pool.n_layers() != spec_.n_layers || pool.kv_dim() != spec_.kv_dim()) {

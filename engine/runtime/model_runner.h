@@ -17,6 +17,7 @@
 #include "engine/runtime/dense_executor.h"
 #include "engine/runtime/kv_cache.h"
 #include "engine/runtime/prepared_weights.h"
+#include "engine/runtime/windowed_kv_cache.h"
 #include "kernels/cpu/rope.h"
 
 namespace tandem::runtime {
@@ -85,8 +86,16 @@ class ModelRunner {
   size_t context_length() const { return context_length_; }
   ThreadPool& pool() { return *pool_; }
 
-  // A new empty DenseKvCache sized for this model (max_positions 0 = context_length()).
+  // A new empty DenseKvCache sized for this model (max_positions 0 = context_length()); for a
+  // model with sliding-window layers, a WindowedKvCache over a DenseKvCache of the full layers.
   std::unique_ptr<KvCache> new_kv_cache(size_t max_positions = 0) const;
+  // Which layers keep every position (the ones a KV pool must hold) and which only a window.
+  const KvLayerLayout& kv_layout() const { return kv_layout_; }
+  // A sequence's cache from a cache of the full layers only (kv_layout().n_full layers, e.g. a
+  // PagedKvCache of a pool of that many layers): wrapped in a WindowedKvCache when the model has
+  // windowed layers, returned as it is otherwise.
+  std::unique_ptr<KvCache> wrap_kv_cache(std::unique_ptr<KvCache> full_layers,
+                                         size_t max_positions) const;
 
   // Runs the batch. Errors (nothing is computed, caches untouched): INVALID_ARGUMENT for an empty
   // batch, an empty token list, a null / foreign-shaped / repeated cache, a start_pos beyond the
@@ -144,6 +153,7 @@ class ModelRunner {
   const model::ModelWeights* model_weights_ = nullptr;
   PreparedWeights weights_;
   size_t context_length_ = 0;
+  KvLayerLayout kv_layout_;
   kernels::MatmulActivations mode_ = kernels::MatmulActivations::kQuantized;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<experts::CpuExpertWorker> cpu_worker_;

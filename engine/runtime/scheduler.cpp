@@ -33,7 +33,9 @@ struct Scheduler::Sequence {
   int64_t max_total_tokens = 0;
   int64_t computed = 0;  // tokens whose KV is in `cache`
   std::optional<Clock::time_point> deadline;
-  std::unique_ptr<PagedKvCache> cache;  // only while running; frees its blocks when reset
+  // Only while running; frees its blocks when reset. A PagedKvCache, wrapped in a
+  // WindowedKvCache for a model with sliding-window layers.
+  std::unique_ptr<KvCache> cache;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StopConditions> stop;
   std::unique_ptr<tokenizer::StreamingDetokenizer> detok;
@@ -159,8 +161,10 @@ class Scheduler::Loop {
       waiting_.pop_front();
       running_.push_back(id);
       Sequence& q = seqs_.at(id);
-      q.cache = std::make_unique<PagedKvCache>(*s_.pool_, s_.allocator_, q.id,
-                                               static_cast<size_t>(q.max_total_tokens));
+      q.cache = s_.runner_->wrap_kv_cache(
+          std::make_unique<PagedKvCache>(*s_.pool_, s_.allocator_, q.id,
+                                         static_cast<size_t>(q.max_total_tokens)),
+          static_cast<size_t>(q.max_total_tokens));
       q.computed = 0;
       if (s_.options_.routing_observer != nullptr && !q.started) {
         q.started = true;
@@ -300,17 +304,35 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner
         " exceeds the model's " + std::to_string(runner->context_length()));
   }
   if (options.kv_block_tokens < 1) return invalid_argument_error("kv_block_tokens must be >= 1");
-  const auto probe = runner->new_kv_cache(1);
+  // The pool holds the full-attention layers; sliding-window layers keep their window in each
+  // sequence's own ring (WindowedKvCache), outside the pool.
+  const KvLayerLayout& layout = runner->kv_layout();
+  if (layout.n_full == 0) {
+    return unimplemented_error(
+        "a model whose every layer is windowed has no layers for the KV pool");
+  }
+  const size_t kv_dim = static_cast<size_t>(runner->spec().kv_dim());
   TANDEM_ASSIGN_OR_RETURN(const int64_t per_token,
-                          kv_bytes_per_token(static_cast<int64_t>(probe->n_layers()), 1,
-                                             static_cast<int64_t>(probe->kv_dim()), sizeof(float)));
+                          kv_bytes_per_token(static_cast<int64_t>(layout.n_full), 1,
+                                             static_cast<int64_t>(kv_dim), sizeof(float)));
   KvBlockConfig kv;
   kv.block_tokens = options.kv_block_tokens;
   kv.bytes_per_token = per_token;
   if (options.kv_blocks > 0) {
     kv.budget_bytes = options.kv_blocks * options.kv_block_tokens * per_token;
   } else if (options.kv_budget_bytes > 0) {
-    kv.budget_bytes = options.kv_budget_bytes;
+    // The windowed layers' rings of max_running sequences come out of the same budget.
+    const auto rings = static_cast<int64_t>(window_ring_bytes(
+        layout, kv_dim, static_cast<size_t>(options.limits.prefill_chunk_tokens), 16));
+    kv.budget_bytes =
+        options.kv_budget_bytes - std::max<int64_t>(options.limits.max_running, 1) * rings;
+    if (kv.budget_bytes <= 0) {
+      return invalid_argument_error("the KV budget of " + std::to_string(options.kv_budget_bytes) +
+                                    " bytes does not cover the sliding-window rings of " +
+                                    std::to_string(options.limits.max_running) +
+                                    " running sequences (" + std::to_string(rings) +
+                                    " bytes each)");
+    }
   } else {
     kv.budget_bytes = std::max<int64_t>(options.limits.max_running, 1) *
                       kv_blocks_for_tokens(options.limits.context_length, kv.block_tokens) *
@@ -318,10 +340,10 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner
   }
   TANDEM_ASSIGN_OR_RETURN(KvBlockAllocator allocator, KvBlockAllocator::create(kv));
   // The whole budget's KV memory, once: every running sequence's cache lives in it.
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool,
-                          KvPool::create(probe->n_layers(), probe->kv_dim(),
-                                         static_cast<size_t>(allocator.block_tokens()),
-                                         static_cast<size_t>(allocator.total_blocks())));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<KvPool> pool,
+      KvPool::create(layout.n_full, kv_dim, static_cast<size_t>(allocator.block_tokens()),
+                     static_cast<size_t>(allocator.total_blocks())));
   TANDEM_RETURN_IF_ERROR(validate_scheduler_limits(
       options.limits, KvBudget{allocator.total_blocks(), allocator.block_tokens()}));
   if (options.eos_token_ids.empty() && runner->spec().eos_token_id.has_value()) {

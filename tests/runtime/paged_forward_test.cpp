@@ -136,8 +136,7 @@ TEST_CASE("gpt-oss sliding-window layers through paged caches: block sizes and c
       std::vector<float> got;
       ForwardOutput out;
       for (auto [begin, end] : {std::pair{size_t{0}, split}, std::pair{split, ids.size()}}) {
-        SequenceInput in{&chunked,
-                         std::span<const int32_t>(ids).subspan(begin, end - begin), begin,
+        SequenceInput in{&chunked, std::span<const int32_t>(ids).subspan(begin, end - begin), begin,
                          LogitsWanted::kAll};
         REQUIRE(runner.forward({&in, 1}, out).ok());
         got.insert(got.end(), out.logits.begin(), out.logits.end());

@@ -44,9 +44,10 @@ SchedulerLimits small_limits() {
 
 Engine make_engine(const SchedulerLimits& limits, int64_t kv_blocks = 0, size_t capacity = 64,
                    bool with_tokenizer = false, bool start = true,
-                   std::function<void(int64_t)> after_step = {}) {
+                   std::function<void(int64_t)> after_step = {},
+                   const std::string& model_path = tiny_moe_dir() + "tiny-moe-f32.gguf") {
   Engine e;
-  e.model = load_model(tiny_moe_dir() + "tiny-moe-f32.gguf", 2);
+  e.model = load_model(model_path, 2);
   SchedulerOptions options;
   if (with_tokenizer) {
     auto tok = tokenizer::Tokenizer::load_gguf(tiny_moe_dir() + "tiny-moe-f32.gguf");
@@ -208,6 +209,36 @@ TEST_CASE("scheduler: chunked prefill gives llama.cpp's greedy tokens and the un
     INFO("request " << i);
     REQUIRE(together[i].finals == 1);
     CHECK(together[i].tokens == alone[i]);
+  }
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+}
+
+TEST_CASE(
+    "scheduler: gpt-oss sliding-window layers (own rings, pool of full layers only) give "
+    "llama.cpp's greedy tokens, batched and chunked",
+    "[runtime][scheduler_loop][gpt-oss]") {
+  const std::string dir = std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/";
+  const auto ref = read_json(dir + "ref-all-f32.json");
+  SchedulerLimits limits = small_limits();
+  limits.prefill_chunk_tokens = 5;  // chunks end inside and across the window of 8
+  limits.max_batch_tokens = 16;
+  Engine e =
+      make_engine(limits, /*kv_blocks=*/40, 64, false, true, {}, dir + "tiny-gpt-oss-all-f32.gguf");
+  std::vector<RequestHandle> handles;
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& p : ref["prompts"]) {
+    want.push_back(p["greedy_tokens"].get<std::vector<int32_t>>());
+    auto h = e.scheduler->submit(greedy_request(p["name"], p["tokens"].get<std::vector<int32_t>>(),
+                                                static_cast<int64_t>(want.back().size())));
+    REQUIRE(h.ok());
+    handles.push_back(std::move(h).value());
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    INFO("prompt " << i);
+    const Outcome o = collect(handles[i]);
+    REQUIRE(o.finals == 1);
+    CHECK(o.tokens == want[i]);
   }
   e.scheduler->stop();
   CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());

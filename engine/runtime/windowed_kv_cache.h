@@ -1,0 +1,88 @@
+// WindowedKvCache: a sequence's KV cache for a model with sliding-window layers (GPT-OSS): the
+// full-attention layers live in an inner KvCache (dense or paged), the windowed layers only keep
+// the positions a query can still see, in a small ring of blocks owned by the cache.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/model/model_spec.h"
+#include "engine/runtime/kv_cache.h"
+
+namespace tandem::runtime {
+
+// Which layers keep every position and which only a window. slot[l] is layer l's index in the
+// full-layer cache, or -1 for a windowed layer. A plain value.
+struct KvLayerLayout {
+  std::vector<int32_t> slot;
+  size_t n_full = 0;  // layers with slot >= 0
+  size_t window = 0;  // positions a windowed layer's query sees (itself included)
+
+  // From the spec: windowed layers are spec.windowed(l) when spec.sliding_window > 0.
+  static KvLayerLayout of(const model::ModelSpec& spec);
+  size_t n_layers() const { return slot.size(); }
+  size_t n_windowed() const { return slot.size() - n_full; }
+};
+
+// Ring positions a windowed layer needs for a pass of `pass_tokens` tokens: window - 1 earlier
+// positions plus the pass, in whole blocks of block_rows, plus one block of alignment slack.
+size_t window_ring_positions(size_t window, size_t pass_tokens, size_t block_rows);
+
+// Bytes (K and V, float) the windowed layers of one sequence hold at most for passes of up to
+// pass_tokens tokens: n_windowed x window_ring_positions x kv_dim x 2 x 4.
+size_t window_ring_bytes(const KvLayerLayout& layout, size_t kv_dim, size_t pass_tokens,
+                         size_t block_rows);
+
+// Position p of a windowed layer lives in ring block (p / block_rows) % ring_blocks(); a pass
+// that writes [start, end) needs positions [max(0, start - window + 1), end) at once, so the ring
+// grows (re-laid out, never shrinking) to cover window - 1 + the pass; blocks that fall out of
+// every future query's window are overwritten. Its read view (blocks()) is a KvBlocks whose table
+// entries for positions that are no longer held are -1 (the attention kernel reads only the
+// window). Full layers are forwarded to the inner cache at their slot.
+// Errors: prepare_write fails with FAILED_PRECONDITION (nothing changed) when a rewind (start_pos
+// below length()) needs window positions the ring has already overwritten; the inner cache's
+// errors otherwise (then the ring is unchanged too). Threads: as KvCache.
+class WindowedKvCache final : public KvCache {
+ public:
+  // `full` holds layout.n_full layers of kv_dim (null only when n_full == 0); max_positions is the
+  // context limit (the inner cache's when there is one).
+  WindowedKvCache(std::unique_ptr<KvCache> full, KvLayerLayout layout, size_t kv_dim,
+                  size_t max_positions, size_t block_rows = 16);
+
+  size_t n_layers() const override { return layout_.n_layers(); }
+  size_t kv_dim() const override { return kv_dim_; }
+  size_t max_positions() const override { return max_positions_; }
+  size_t length() const override { return length_; }
+  Status prepare_write(size_t start_pos, size_t end_pos) override;
+  void write(size_t layer, size_t start_pos, std::span<const float> k_rows,
+             std::span<const float> v_rows) override;
+  kernels::KvBlocks blocks(size_t layer, size_t n_positions) const override;
+  void set_length(size_t n) override;
+
+  // The full-layer cache (null when every layer is windowed).
+  KvCache* full_layers() { return full_.get(); }
+  size_t ring_blocks() const { return owner_.size(); }
+  // Bytes of the windowed layers' rings (K and V).
+  size_t ring_bytes() const;
+
+ private:
+  void grow_ring(size_t n_blocks, size_t keep_from_block);
+  void claim(size_t block);
+
+  std::unique_ptr<KvCache> full_;
+  KvLayerLayout layout_;
+  std::vector<int32_t> ring_of_layer_;  // per model layer: index into keys_/values_, or -1
+  size_t kv_dim_;
+  size_t max_positions_;
+  size_t block_rows_;
+  size_t length_ = 0;
+  size_t prepared_ = 0;  // end of the last prepare_write
+  std::vector<int64_t> owner_;  // per ring block: the position block it holds, -1 = none
+  std::vector<std::vector<float>> keys_, values_;  // per windowed layer: ring_blocks x rows x dim
+  std::vector<int32_t> table_;                     // position block -> ring block, or -1
+};
+
+}  // namespace tandem::runtime
