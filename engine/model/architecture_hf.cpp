@@ -1,5 +1,6 @@
 // spec_from_hf_config: reading a transformers config.json into a ModelSpec.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,8 +126,10 @@ RopeScalingType scaling_from_hf(const std::string& name, bool* known) {
 }
 
 // rope_theta at the top level (transformers 4.x) or inside rope_parameters (5.x); scaling in
-// rope_scaling (4.x, key "type" or "rope_type") or rope_parameters (5.x).
-void read_rope(FieldReader& f, double default_theta, RopeSpec& rope) {
+// rope_scaling (4.x, key "type" or "rope_type") or rope_parameters (5.x). `context_length` is
+// max_position_embeddings: YaRN without a factor uses max_position_embeddings / original (as
+// transformers' _compute_yarn_parameters does).
+void read_rope(FieldReader& f, double default_theta, uint64_t context_length, RopeSpec& rope) {
   const json& c = f.config();
   rope.type = RopeType::kNeox;
   rope.theta = f.optional_f64("rope_theta").value_or(default_theta);
@@ -145,16 +148,23 @@ void read_rope(FieldReader& f, double default_theta, RopeSpec& rope) {
     if (!known) f.problem(std::string(key) + ": rope type \"" + type + "\" is not supported");
     if (scaling != RopeScalingType::kNone) {
       rope.scaling = scaling;
-      rope.scaling_factor = f.optional_f64("factor", obj).value_or(1.0);
       rope.original_context_length =
           f.optional_u64("original_max_position_embeddings", obj).value_or(0);
-      rope.yarn_beta_fast = f.optional_f64("beta_fast", obj).value_or(32.0);
-      rope.yarn_beta_slow = f.optional_f64("beta_slow", obj).value_or(1.0);
-      // transformers' YaRN variants the kernels do not compute (they follow ggml: rounded
-      // correction range, attention factor 0.1 ln(factor) + 1).
-      if (!f.optional_bool("truncate", obj).value_or(true)) {
-        f.problem(std::string(key) + ": YaRN with truncate = false is not supported");
+      const std::optional<double> factor = f.optional_f64("factor", obj);
+      rope.scaling_factor = factor.value_or(1.0);
+      if (!factor && scaling == RopeScalingType::kYarn && rope.original_context_length != 0) {
+        rope.scaling_factor =
+            static_cast<double>(context_length) / static_cast<double>(rope.original_context_length);
       }
+      // transformers reads `beta or default`: 0 means the default too.
+      const double beta_fast = f.optional_f64("beta_fast", obj).value_or(0.0);
+      const double beta_slow = f.optional_f64("beta_slow", obj).value_or(0.0);
+      rope.yarn_beta_fast = beta_fast != 0.0 ? beta_fast : 32.0;
+      rope.yarn_beta_slow = beta_slow != 0.0 ? beta_slow : 1.0;
+      // truncate = false keeps YaRN's correction range fractional (gpt-oss).
+      rope.yarn_truncate = f.optional_bool("truncate", obj).value_or(true);
+      // transformers' YaRN variants the kernels do not compute (attention factor other than
+      // 0.1 ln(factor) + 1).
       for (const char* unsupported : {"attention_factor", "mscale", "mscale_all_dim"}) {
         if (f.find(*obj, unsupported) != nullptr) {
           f.problem(std::string(key) + ": YaRN " + unsupported + " is not supported");
@@ -162,6 +172,109 @@ void read_rope(FieldReader& f, double default_theta, RopeSpec& rope) {
       }
     }
   }
+}
+
+// transformers' rope_theta default per architecture (the config classes' default_theta).
+double default_rope_theta(Architecture arch) {
+  switch (arch) {
+    case Architecture::kMixtral:
+      return 1e6;
+    case Architecture::kGptOss:
+      return 150000.0;
+    default:
+      return 1e4;
+  }
+}
+
+// GptOssConfig's rope_parameters when config.json has neither rope_parameters nor rope_scaling:
+// YaRN, factor 32, beta 32 / 1, truncate false, original context 4096.
+void set_gpt_oss_default_rope(RopeSpec& rope) {
+  rope.scaling = RopeScalingType::kYarn;
+  rope.scaling_factor = 32.0;
+  rope.original_context_length = 4096;
+  rope.yarn_beta_fast = 32.0;
+  rope.yarn_beta_slow = 1.0;
+  rope.yarn_truncate = false;
+}
+
+// GptOssForCausalLM (transformers' configuration_gpt_oss.py / modeling_gpt_oss.py): experts,
+// top-k, expert FFN, the per-layer attention kind, attention biases, and the fixed constants of
+// the clamped SwiGLU. The expert tensors themselves are repacked at open (gpt_oss_hf_experts.h).
+void read_gpt_oss(FieldReader& f, ModelSpec& s) {
+  const json& c = f.config();
+  s.n_experts = f.expert_count();
+  // num_experts_per_tok (transformers) or experts_per_token (OpenAI's own key, which
+  // gpt-oss's config.json carries too).
+  const std::optional<uint64_t> per_tok = f.optional_u64("num_experts_per_tok");
+  const std::optional<uint64_t> per_token = f.optional_u64("experts_per_token");
+  if (per_tok && per_token && *per_tok != *per_token) {
+    f.problem("num_experts_per_tok (" + std::to_string(*per_tok) + ") != experts_per_token (" +
+              std::to_string(*per_token) + ")");
+  }
+  if (!per_tok && !per_token && f.find(c, "num_experts_per_tok") == nullptr &&
+      f.find(c, "experts_per_token") == nullptr) {
+    f.problem("missing field num_experts_per_tok (or experts_per_token)");
+  }
+  s.n_experts_used = per_tok.value_or(per_token.value_or(0));
+  s.expert_ffn_size = f.required_u64("intermediate_size");
+  if (!s.head_dim_explicit) f.problem("missing field head_dim");
+  s.norm_topk_prob = false;  // softmax over the k selected logits: already normalised
+  const bool bias = f.optional_bool("attention_bias").value_or(true);
+  s.attn_qkv_bias = bias;
+  s.attn_out_bias = bias;
+
+  // The expert activation's constants are fixed in the kernels (kSwiGluOai).
+  const double limit = f.optional_f64("swiglu_limit").value_or(7.0);
+  if (limit != 7.0) {
+    f.problem("swiglu_limit = " + json(limit).dump() +
+              " is not supported (the clamped SwiGLU's limit is fixed at 7.0)");
+  }
+  const double alpha = f.optional_f64("swiglu_alpha").value_or(1.702);
+  if (alpha != 1.702) {
+    f.problem("swiglu_alpha = " + json(alpha).dump() +
+              " is not supported (the clamped SwiGLU's sigmoid gain is fixed at 1.702)");
+  }
+  if (const json* q = f.find(c, "quantization_config")) {
+    const std::string method = q->is_object() ? f.optional_string("quant_method", q) : "";
+    if (method != "mxfp4") {
+      f.problem("quantization_config: quant_method " +
+                (q->is_object() && q->contains("quant_method") ? (*q)["quant_method"].dump()
+                                                               : std::string("(none)")) +
+                " is not supported (gpt-oss: mxfp4 or no quantization_config)");
+    }
+  }
+
+  // Which layers attend over a window: layer_types, else transformers' default (even layers).
+  // sliding_window null: no layer is windowed (transformers passes no window then).
+  const size_t n = static_cast<size_t>(std::min(s.n_layers, kMaxLayers + 1));
+  s.swa_layers.assign(n, false);
+  const auto window_it = c.find("sliding_window");
+  if (window_it == c.end()) {
+    f.problem("missing field sliding_window");
+  } else if (!window_it->is_null()) {
+    s.sliding_window = f.optional_u64("sliding_window").value_or(0);
+  }
+  if (const json* types = f.find(c, "layer_types")) {
+    if (!types->is_array()) {
+      f.problem("layer_types must be a list of \"sliding_attention\" / \"full_attention\"");
+    } else if (types->size() != s.n_layers) {
+      f.problem("layer_types lists " + std::to_string(types->size()) +
+                " layers, num_hidden_layers is " + std::to_string(s.n_layers));
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const json& t = (*types)[i];
+        if (t == "sliding_attention") {
+          s.swa_layers[i] = true;
+        } else if (t != "full_attention") {
+          f.problem("layer_types[" + std::to_string(i) + "] is " + t.dump() +
+                    ", not \"sliding_attention\" or \"full_attention\"");
+        }
+      }
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) s.swa_layers[i] = i % 2 == 0;
+  }
+  if (s.sliding_window == 0) s.swa_layers.assign(n, false);
 }
 
 }  // namespace
@@ -199,7 +312,11 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
                                                                                        : 1e-5);
   s.vocab_size = f.required_u64("vocab_size");
   s.context_length = f.required_u64("max_position_embeddings");
-  read_rope(f, arch == Architecture::kMixtral ? 1e6 : 1e4, s.rope);
+  if (arch == Architecture::kGptOss && f.find(config, "rope_parameters") == nullptr &&
+      f.find(config, "rope_scaling") == nullptr) {
+    set_gpt_oss_default_rope(s.rope);
+  }
+  read_rope(f, default_rope_theta(arch), s.context_length, s.rope);
   s.rope.n_dims = s.head_dim;
   s.tied_embeddings = f.optional_bool("tie_word_embeddings").value_or(false);
   s.bos_token_id = f.token_id("bos_token_id");
@@ -261,10 +378,8 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
       break;
     }
     case Architecture::kGptOss:
-      return unimplemented_error(std::string(source) +
-                                 ": GptOssForCausalLM safetensors checkpoints are not supported "
-                                 "yet (their MXFP4 *_blocks / *_scales experts are not read); "
-                                 "serve a gpt-oss GGUF instead");
+      read_gpt_oss(f, s);
+      break;
   }
   TANDEM_RETURN_IF_ERROR(f.status());
   return s;

@@ -5,9 +5,11 @@
 
 #include <cstdio>
 #include <cstring>
+#include <set>
 
 #include "engine/model/architecture_spec.h"
 #include "engine/model/gguf_file.h"
+#include "engine/model/gpt_oss_hf_experts.h"
 #include "engine/model/safetensors_checkpoint.h"
 
 namespace tandem::model {
@@ -88,6 +90,35 @@ Result<Checkpoint> open_gguf(const std::string& path) {
   return c;
 }
 
+// What an HF checkpoint whose tensors were partly converted owns: the reader (the mappings) and
+// the converted copies.
+struct ConvertedHfCheckpoint {
+  std::shared_ptr<const SafetensorsCheckpoint> reader;
+  GptOssHfExperts experts;
+};
+
+// GPT-OSS experts come interleaved and transposed (or in transformers' MXFP4 layout): the derived
+// tensors replace their sources in c.tensors, and c.owner owns them too.
+Status convert_gpt_oss_experts(const ModelSpec& spec, Checkpoint& c,
+                               std::shared_ptr<const SafetensorsCheckpoint> reader) {
+  Result<GptOssHfExperts> experts = repack_gpt_oss_hf_experts(spec, c.tensors);
+  if (!experts.ok()) return experts.status().with_prefix(c.path);
+  auto owner = std::make_shared<ConvertedHfCheckpoint>();
+  owner->reader = std::move(reader);
+  owner->experts = std::move(experts).value();
+  const std::set<std::string> replaced(owner->experts.replaced.begin(),
+                                       owner->experts.replaced.end());
+  std::vector<TensorInfo> tensors;
+  tensors.reserve(c.tensors.size() + owner->experts.tensors.size());
+  for (TensorInfo& t : c.tensors) {
+    if (replaced.count(t.name) == 0) tensors.push_back(std::move(t));
+  }
+  for (const TensorInfo& t : owner->experts.tensors) tensors.push_back(t);
+  c.tensors = std::move(tensors);
+  c.owner = std::move(owner);
+  return Status();
+}
+
 Result<Checkpoint> open_hf(const std::string& path) {
   TANDEM_ASSIGN_OR_RETURN(SafetensorsCheckpoint st, SafetensorsCheckpoint::open(path));
   auto owner = std::make_shared<SafetensorsCheckpoint>(std::move(st));
@@ -122,8 +153,11 @@ Result<Checkpoint> open_hf(const std::string& path) {
       }
     }
   }
-  TANDEM_RETURN_IF_ERROR(
-      finish_model(c, spec_from_hf_config(config, "config.json"), TensorNaming::kHf));
+  Result<ModelSpec> spec = spec_from_hf_config(config, "config.json");
+  if (spec.ok() && spec->architecture == Architecture::kGptOss && validate_spec(*spec).ok()) {
+    TANDEM_RETURN_IF_ERROR(convert_gpt_oss_experts(*spec, c, owner));
+  }
+  TANDEM_RETURN_IF_ERROR(finish_model(c, std::move(spec), TensorNaming::kHf));
   return c;
 }
 

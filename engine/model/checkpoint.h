@@ -25,7 +25,10 @@ Result<CheckpointFormat> detect_checkpoint_format(const std::string& path);
 
 // An opened checkpoint. Owns the readers (and so the mappings); `tensors` views their bytes and
 // `weights` points into `tensors`, so all stay valid as long as this object lives (moving it
-// keeps them valid). Move-only; immutable after open, so any thread may read it.
+// keeps them valid). A GPT-OSS HF checkpoint's expert tensors are the exception: their layout is
+// converted at open (gpt_oss_hf_experts.h), and `tensors` lists the derived copies
+// (TensorInfo::derived_from set), which `owner` keeps, in place of the file tensors they were
+// made from. Move-only; immutable after open, so any thread may read it.
 struct Checkpoint {
   std::string path;
   CheckpointFormat format = CheckpointFormat::kGguf;
@@ -41,7 +44,8 @@ struct Checkpoint {
   std::string not_runnable_reason;
   std::string architecture_name;  // as the file names it ("qwen3moe", "Qwen2ForCausalLM", "")
 
-  std::shared_ptr<const void> owner;  // the format reader that owns the mappings
+  // The format reader that owns the mappings (and any converted copies).
+  std::shared_ptr<const void> owner;
 };
 
 // Opens `path`. Errors (the message names the file):

@@ -34,6 +34,9 @@ struct RopeSpec {
   // them, which llama.cpp ignores: 32 and 1 as there).
   double yarn_beta_fast = 32.0;
   double yarn_beta_slow = 1.0;
+  // Whether YaRN's correction range is rounded to whole dimensions (HF rope_scaling "truncate",
+  // default true; gpt-oss's config.json says false). GGUF has no key: llama.cpp always rounds.
+  bool yarn_truncate = true;
   // Base frequency of sliding-window layers (GGUF rope.freq_base_swa); 0 = theta.
   double theta_swa = 0.0;
 };

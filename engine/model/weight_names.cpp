@@ -5,6 +5,8 @@
 #include <charconv>
 #include <utility>
 
+#include "engine/base/check.h"
+
 namespace tandem::model {
 
 namespace {
@@ -154,8 +156,29 @@ constexpr std::array kHfLayerCommon = {
     HfSuffix{"mlp.shared_expert_gate.weight", WeightRole::kSharedExpertGate},
 };
 
+// GPT-OSS's own layer names (transformers' modeling_gpt_oss.py), and the names of the tensors
+// the expert repack derives (gpt_oss_hf_derived_name).
+constexpr std::array kHfGptOss = {
+    HfSuffix{"self_attn.o_proj.bias", WeightRole::kAttnOBias},
+    HfSuffix{"self_attn.sinks", WeightRole::kAttnSinks},
+    HfSuffix{"mlp.router.weight", WeightRole::kRouter},
+    HfSuffix{"mlp.router.bias", WeightRole::kRouterBias},
+    HfSuffix{"mlp.experts.down_proj_bias", WeightRole::kExpertDownBias},
+    HfSuffix{"mlp.experts.gate_proj.weight", WeightRole::kExpertGate},
+    HfSuffix{"mlp.experts.up_proj.weight", WeightRole::kExpertUp},
+    HfSuffix{"mlp.experts.down_proj.weight", WeightRole::kExpertDown},
+    HfSuffix{"mlp.experts.gate_proj.bias", WeightRole::kExpertGateBias},
+    HfSuffix{"mlp.experts.up_proj.bias", WeightRole::kExpertUpBias},
+};
+
 std::optional<CanonicalName> hf_layer_tensor(int64_t layer, std::string_view rest,
                                              Architecture arch) {
+  if (arch == Architecture::kGptOss) {
+    for (const HfSuffix& s : kHfGptOss) {
+      if (rest == s.suffix) return layer_name(s.role, layer);
+    }
+    if (rest.starts_with("mlp.")) return std::nullopt;  // no dense FFN, no mlp.gate
+  }
   const bool mixtral = traits(arch).mixtral_names;
   const std::string_view moe = mixtral ? "block_sparse_moe." : "mlp.";
   std::string_view r = rest;
@@ -244,6 +267,27 @@ namespace tandem::model {
 
 namespace {
 
+// The file tensor a GPT-OSS HF role comes from (for messages): the MXFP4 layout every published
+// checkpoint uses for the expert matrices.
+std::string_view gpt_oss_hf_source_suffix(WeightRole role) {
+  switch (role) {
+    case WeightRole::kExpertGate:
+    case WeightRole::kExpertUp:
+      return "mlp.experts.gate_up_proj_blocks";
+    case WeightRole::kExpertDown:
+      return "mlp.experts.down_proj_blocks";
+    case WeightRole::kExpertGateBias:
+    case WeightRole::kExpertUpBias:
+      return "mlp.experts.gate_up_proj_bias";
+    default:
+      break;
+  }
+  for (const HfSuffix& s : kHfGptOss) {
+    if (s.role == role) return s.suffix;
+  }
+  return {};
+}
+
 std::string_view hf_role_suffix(WeightRole role, bool mixtral) {
   switch (role) {
     case WeightRole::kRouter:
@@ -306,6 +350,11 @@ std::string file_tensor_name(const CanonicalName& name, TensorNaming naming, Arc
   }
   const bool mixtral = traits(arch).mixtral_names;
   std::string out = "model.layers." + std::to_string(name.layer) + ".";
+  if (arch == Architecture::kGptOss) {
+    if (std::string_view suffix = gpt_oss_hf_source_suffix(name.role); !suffix.empty()) {
+      return out + std::string(suffix);
+    }
+  }
   if (is_expert_role(name.role)) {
     out += mixtral ? "block_sparse_moe.experts." : "mlp.experts.";
     out += name.expert >= 0 ? std::to_string(name.expert) : std::string("E");
@@ -313,6 +362,30 @@ std::string file_tensor_name(const CanonicalName& name, TensorNaming naming, Arc
   }
   out += hf_role_suffix(name.role, mixtral);
   return out;
+}
+
+std::string gpt_oss_hf_derived_name(WeightRole role, int64_t layer) {
+  std::string_view suffix;
+  switch (role) {
+    case WeightRole::kExpertGate:
+      suffix = "gate_proj.weight";
+      break;
+    case WeightRole::kExpertUp:
+      suffix = "up_proj.weight";
+      break;
+    case WeightRole::kExpertDown:
+      suffix = "down_proj.weight";
+      break;
+    case WeightRole::kExpertGateBias:
+      suffix = "gate_proj.bias";
+      break;
+    case WeightRole::kExpertUpBias:
+      suffix = "up_proj.bias";
+      break;
+    default:
+      TANDEM_CHECK_MSG(false, "gpt_oss_hf_derived_name: not a derived role");
+  }
+  return "model.layers." + std::to_string(layer) + ".mlp.experts." + std::string(suffix);
 }
 
 }  // namespace tandem::model

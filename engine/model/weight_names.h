@@ -80,12 +80,26 @@ std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name, A
 // block_sparse_moe.{gate, experts.E.w1/w3/w2} (w1 = gate, w3 = up, w2 = down); the others
 // mlp.{gate, experts.E.gate_proj/up_proj/down_proj}; Qwen2-MoE adds mlp.shared_expert.* and
 // mlp.shared_expert_gate. Dense layers use mlp.{gate,up,down}_proj.
+// GPT-OSS: self_attn.{q,k,v,o}_proj.{weight,bias}, self_attn.sinks, input_layernorm,
+// post_attention_layernorm, mlp.router.{weight,bias}, mlp.experts.down_proj_bias; its other
+// expert tensors (gate_up_proj[_blocks/_scales], gate_up_proj_bias, down_proj[_blocks/_scales])
+// hold gate and up interleaved and (when float) transposed, so they map to no role: the opener
+// replaces them by tensors named gpt_oss_hf_derived_name(...) (gpt_oss_hf_experts.h), which map
+// to kExpertGate / kExpertUp / kExpertDown (fused) and kExpertGateBias / kExpertUpBias.
 std::optional<CanonicalName> canonical_from_hf(std::string_view tensor_name, Architecture arch);
+
+// The name of a tensor the GPT-OSS HF expert repack derives for `role` of `layer`:
+// "model.layers.N.mlp.experts.{gate,up,down}_proj.weight" for kExpertGate / kExpertUp /
+// kExpertDown, "model.layers.N.mlp.experts.{gate,up}_proj.bias" for kExpertGateBias /
+// kExpertUpBias (no real gpt-oss file uses these names). Other roles: a bug (checked).
+std::string gpt_oss_hf_derived_name(WeightRole role, int64_t layer);
 
 // The name `name` has in a file of the given convention (for messages about missing tensors):
 // "blk.0.ffn_gate_exps.weight" (a fused GGUF tensor when expert < 0),
 // "model.layers.0.block_sparse_moe.experts.3.w1.weight". A fused expert role in HF naming is
-// written with its expert index "E".
+// written with its expert index "E". GPT-OSS HF expert roles name the file tensor they come
+// from: "model.layers.0.mlp.experts.gate_up_proj_blocks" (gate and up), "down_proj_blocks",
+// "gate_up_proj_bias" (gate and up biases), "down_proj_bias".
 std::string file_tensor_name(const CanonicalName& name, TensorNaming naming, Architecture arch);
 
 }  // namespace tandem::model

@@ -37,6 +37,7 @@ kernels::RopeConfig rope_config(const model::ModelSpec& spec, size_t layer) {
                           : static_cast<size_t>(spec.context_length);
     rope.beta_fast = static_cast<float>(spec.rope.yarn_beta_fast);
     rope.beta_slow = static_cast<float>(spec.rope.yarn_beta_slow);
+    rope.yarn_round_corr_dims = spec.rope.yarn_truncate;
   }
   return rope;
 }

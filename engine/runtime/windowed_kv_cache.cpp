@@ -31,8 +31,8 @@ size_t window_ring_bytes(const KvLayerLayout& layout, size_t kv_dim, size_t pass
          kv_dim * 2 * sizeof(float);
 }
 
-WindowedKvCache::WindowedKvCache(std::unique_ptr<KvCache> full, KvLayerLayout layout,
-                                 size_t kv_dim, size_t max_positions, size_t block_rows)
+WindowedKvCache::WindowedKvCache(std::unique_ptr<KvCache> full, KvLayerLayout layout, size_t kv_dim,
+                                 size_t max_positions, size_t block_rows)
     : full_(std::move(full)),
       layout_(std::move(layout)),
       kv_dim_(kv_dim),
@@ -67,7 +67,8 @@ void WindowedKvCache::grow_ring(size_t n_blocks, size_t keep_from_block) {
       const int64_t b = owner_[s];
       if (b < static_cast<int64_t>(keep_from_block)) continue;
       const size_t to = static_cast<size_t>(b) % n_blocks;
-      std::copy_n(keys_[r].data() + s * block_floats, block_floats, keys.data() + to * block_floats);
+      std::copy_n(keys_[r].data() + s * block_floats, block_floats,
+                  keys.data() + to * block_floats);
       std::copy_n(values_[r].data() + s * block_floats, block_floats,
                   values.data() + to * block_floats);
     }

@@ -79,7 +79,7 @@ class WindowedKvCache final : public KvCache {
   size_t max_positions_;
   size_t block_rows_;
   size_t length_ = 0;
-  size_t prepared_ = 0;  // end of the last prepare_write
+  size_t prepared_ = 0;         // end of the last prepare_write
   std::vector<int64_t> owner_;  // per ring block: the position block it holds, -1 = none
   std::vector<std::vector<float>> keys_, values_;  // per windowed layer: ring_blocks x rows x dim
   std::vector<int32_t> table_;                     // position block -> ring block, or -1

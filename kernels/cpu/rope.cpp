@@ -11,7 +11,7 @@
 namespace tandem::kernels {
 
 RopeYarnCorrDims rope_yarn_corr_dims(size_t rot_dims, size_t n_ctx_orig, float freq_base,
-                                     float beta_fast, float beta_slow) {
+                                     float beta_fast, float beta_slow, bool round) {
   TANDEM_CHECK(rot_dims > 0 && n_ctx_orig > 0 && freq_base > 1.0f);
   TANDEM_CHECK(beta_fast > 0.0f && beta_slow > 0.0f);
   const double n_dims = static_cast<double>(rot_dims);
@@ -21,8 +21,10 @@ RopeYarnCorrDims rope_yarn_corr_dims(size_t rot_dims, size_t n_ctx_orig, float f
     return n_dims * std::log(static_cast<double>(n_ctx_orig) / n_rot) / two_ln_base;
   };
   RopeYarnCorrDims dims;
-  dims.low = static_cast<float>(std::max(0.0, std::floor(corr_dim(beta_fast))));
-  dims.high = static_cast<float>(std::min(n_dims - 1.0, std::ceil(corr_dim(beta_slow))));
+  const double low = round ? std::floor(corr_dim(beta_fast)) : corr_dim(beta_fast);
+  const double high = round ? std::ceil(corr_dim(beta_slow)) : corr_dim(beta_slow);
+  dims.low = static_cast<float>(std::max(0.0, low));
+  dims.high = static_cast<float>(std::min(n_dims - 1.0, high));
   return dims;
 }
 
@@ -48,8 +50,9 @@ void rope(std::span<float> x, size_t n_tokens, size_t n_heads, std::span<const i
     inv_freq[i] = static_cast<float>(std::pow(static_cast<double>(config.freq_base), exponent));
   }
   if (yarn) {
-    const RopeYarnCorrDims dims = rope_yarn_corr_dims(rot, config.n_ctx_orig, config.freq_base,
-                                                      config.beta_fast, config.beta_slow);
+    const RopeYarnCorrDims dims =
+        rope_yarn_corr_dims(rot, config.n_ctx_orig, config.freq_base, config.beta_fast,
+                            config.beta_slow, config.yarn_round_corr_dims);
     mix.resize(half);
     keep.resize(half);
     for (size_t i = 0; i < half; ++i) {

@@ -30,13 +30,21 @@ struct RopeConfig {
   size_t n_ctx_orig = 0;     // original training context (YaRN's correction range)
   float beta_fast = 32.0f;
   float beta_slow = 1.0f;
+  // Whether YaRN's correction range is rounded outwards to whole pair indices (ggml always;
+  // transformers' rope_scaling "truncate", default true) or kept fractional (transformers with
+  // "truncate": false, as gpt-oss's config.json asks). See rope_yarn_corr_dims.
+  bool yarn_round_corr_dims = true;
 };
 
-// YaRN's correction range in pair indices (ggml_rope_yarn_corr_dims): with
+// YaRN's correction range in pair indices: with
 // corr_dim(beta) = rot_dims * ln(n_ctx_orig / (beta * 2 pi)) / (2 ln(freq_base)),
-// low = max(0, floor(corr_dim(beta_fast))) and high = min(rot_dims - 1, ceil(corr_dim(beta_slow))).
-// Evaluated in double (ggml uses float; the two agree unless corr_dim lies within float rounding
-// of an integer). Both are whole numbers.
+//   round = true  (ggml_rope_yarn_corr_dims; transformers' find_correction_range, truncate true):
+//     low = max(0, floor(corr_dim(beta_fast))), high = min(rot_dims - 1, ceil(corr_dim(beta_slow)))
+//     -- both whole numbers;
+//   round = false (transformers with truncate false):
+//     low = max(0, corr_dim(beta_fast)),        high = min(rot_dims - 1, corr_dim(beta_slow)).
+// Evaluated in double, rounded to float at the end (ggml uses float throughout; the two agree
+// unless corr_dim lies within float rounding of an integer).
 struct RopeYarnCorrDims {
   float low = 0.0f;
   float high = 0.0f;
@@ -45,7 +53,7 @@ struct RopeYarnCorrDims {
 // Requires rot_dims > 0, n_ctx_orig > 0, freq_base > 1 and betas > 0 (TANDEM_CHECK: the model
 // loader validates these before they get here). Pure; any thread.
 RopeYarnCorrDims rope_yarn_corr_dims(size_t rot_dims, size_t n_ctx_orig, float freq_base,
-                                     float beta_fast, float beta_slow);
+                                     float beta_fast, float beta_slow, bool round = true);
 
 // Rotates pair i of every head of token t by angle theta_{t,i}, scaled by mscale:
 // (a, b) -> (a c - b s, a s + b c), a the first element of the pair, c = mscale cos(theta),
@@ -57,7 +65,7 @@ RopeYarnCorrDims rope_yarn_corr_dims(size_t rot_dims, size_t n_ctx_orig, float f
 //   ext_factor != 0:  mix_i = ext_factor * ramp_i              float, with
 //                       ramp_i = 1 - min(1, max(0, (i - low) / max(0.001, high - low)))  float,
 //                       (low, high) = rope_yarn_corr_dims(rot_dims, n_ctx_orig, freq_base,
-//                       beta_fast, beta_slow)
+//                       beta_fast, beta_slow, yarn_round_corr_dims)
 //                     theta = theta_i * (1 - mix_i) + theta_e * mix_i                    float
 //                     mscale = attn_factor * (1 + 0.1 ln(1 / freq_scale))               double
 //   c, s = float(cos(double(theta)) * mscale), float(sin(double(theta)) * mscale)

@@ -490,8 +490,11 @@ TEST_CASE("CUDA attention matches kernels::attention_heads over a paged pool", "
       const size_t n_tokens = token_seq.size();
       const size_t q_row = sh.n_heads * sh.head_dim;
       const std::vector<float> q = random_floats(n_tokens * q_row, -1.0f, 1.0f, rng);
-      const AttentionConfig config{sh.n_heads, sh.n_kv_heads, sh.head_dim,
-                                   1.0f / std::sqrt(static_cast<float>(sh.head_dim))};
+      AttentionConfig config;
+      config.n_heads = sh.n_heads;
+      config.n_kv_heads = sh.n_kv_heads;
+      config.head_dim = sh.head_dim;
+      config.scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
       std::vector<float> want(q.size());
       for (size_t i = 0, t0 = 0; i < seqs.size(); t0 += seqs[i].n_q, ++i) {
         const KvBlocks blocks{keys.data(), values.data(), tables[i], block_rows, n_blocks};

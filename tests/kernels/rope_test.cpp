@@ -90,6 +90,8 @@ TEST_CASE("rope at position 0 is the identity", "[kernels]") {
 
 // ggml_rope_ext's YaRN formula (ggml.c ggml_rope_yarn_corr_dims, ggml-cpu/ops.cpp rope_yarn),
 // evaluated independently of the kernel in double throughout: the angle is not rounded to float.
+// With yarn_round_corr_dims false the correction range is transformers' find_correction_range
+// with truncate = false (modeling_rope_utils.py _compute_yarn_parameters): not rounded.
 std::vector<double> rope_reference(const std::vector<float>& x, size_t n_tokens, size_t n_heads,
                                    const std::vector<int32_t>& positions, const RopeConfig& c) {
   const size_t half = c.rot_dims / 2;
@@ -101,8 +103,9 @@ std::vector<double> rope_reference(const std::vector<float>& x, size_t n_tokens,
   };
   double low = 0.0, high = 0.0, mscale = c.attn_factor;
   if (c.ext_factor != 0.0f) {
-    low = std::max(0.0, std::floor(corr_dim(c.beta_fast)));
-    high = std::min(n_dims - 1.0, std::ceil(corr_dim(c.beta_slow)));
+    const double fast = corr_dim(c.beta_fast), slow = corr_dim(c.beta_slow);
+    low = std::max(0.0, c.yarn_round_corr_dims ? std::floor(fast) : fast);
+    high = std::min(n_dims - 1.0, c.yarn_round_corr_dims ? std::ceil(slow) : slow);
     mscale *= 1.0 + 0.1 * std::log(1.0 / static_cast<double>(c.freq_scale));
   }
   std::vector<double> y(x.begin(), x.end());
@@ -187,6 +190,24 @@ TEST_CASE("rope_yarn_corr_dims gives ggml's range for GPT-OSS-like numbers", "[k
   CHECK(clamped.high == 7.0f);
 }
 
+TEST_CASE("rope_yarn_corr_dims without rounding (transformers' truncate = false)", "[kernels]") {
+  // transformers' find_correction_range with truncate = false keeps the fractional range:
+  // gpt-oss-20b's own numbers (head_dim 64, base 150000, original context 4096):
+  // corr_dim(32) = 64 ln(4096 / (64 pi)) / (2 ln 150000) = 8.0928, corr_dim(1) = 17.3980.
+  const RopeYarnCorrDims real = rope_yarn_corr_dims(64, 4096, 150000.0f, 32.0f, 1.0f, false);
+  CHECK(std::fabs(real.low - 8.092779) < 1e-5);
+  CHECK(std::fabs(real.high - 17.398025) < 1e-5);
+  const RopeYarnCorrDims rounded = rope_yarn_corr_dims(64, 4096, 150000.0f, 32.0f, 1.0f);
+  CHECK(rounded.low == 8.0f);
+  CHECK(rounded.high == 18.0f);
+  // The clamps still apply: corr_dim(32) = -0.768 for the toy numbers becomes 0; 1.558 stays.
+  const RopeYarnCorrDims toy = rope_yarn_corr_dims(16, 64, 150000.0f, 32.0f, 1.0f, false);
+  CHECK(toy.low == 0.0f);
+  CHECK(std::fabs(toy.high - 1.557933) < 1e-5);
+  const RopeYarnCorrDims clamped = rope_yarn_corr_dims(8, 1u << 30, 10.0f, 32.0f, 1.0f, false);
+  CHECK(clamped.high == 7.0f);
+}
+
 TEST_CASE("rope with YaRN scales cos/sin by attn_factor (1 + 0.1 ln(1 / freq_scale))",
           "[kernels]") {
   // At position 0 the angle is 0, so (a, b) -> mscale (a, b): mscale = 1 + 0.1 ln 32 = 1.346574.
@@ -231,6 +252,25 @@ TEST_CASE("rope with YaRN matches a double-precision evaluation of ggml's formul
     CHECK(dims.low == 5.0f);
     CHECK(dims.high == 12.0f);
     check_against_reference(c, 2, positions, 2);
+  }
+  SECTION("unrounded correction range (truncate = false), fractional low and high") {
+    // head 16, base 150000, original context 4096: range [2.0232, 4.3495], so pairs 2, 3 and 4
+    // get a mix strictly between 0 and 1 that differs from the rounded range's [2, 5].
+    RopeConfig c = gpt_oss_toy();
+    c.n_ctx_orig = 4096;
+    c.yarn_round_corr_dims = false;
+    check_against_reference(c, 3, positions, 5);
+    // The rounding matters: the same input through the rounded range differs visibly.
+    std::vector<float> a(16 * 2), b;
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+    b = a;
+    const std::vector<int32_t> pos = {9, 12};
+    rope(a, 2, 1, pos, c);
+    c.yarn_round_corr_dims = true;
+    rope(b, 2, 1, pos, c);
+    float diff = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::fabs(a[i] - b[i]));
+    CHECK(diff > 1e-3f);
   }
   SECTION("YaRN with freq_scale 1 is plain RoPE up to rounding") {
     RopeConfig c = gpt_oss_toy();

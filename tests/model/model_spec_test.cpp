@@ -174,6 +174,130 @@ TEST_CASE("spec from transformers config.json files", "[model][spec][hf]") {
   }
 }
 
+TEST_CASE("spec from a transformers GptOssForCausalLM config.json", "[model][spec][hf]") {
+  // tests/fixtures/hf/gpt_oss_mxfp4/config.json, as GptOssConfig.save_pretrained wrote it.
+  const nlohmann::json base = read_json(kHf + "gpt_oss_mxfp4/config.json");
+  SECTION("the fixture: experts, windows, biases, sinks, YaRN with truncate = false") {
+    const ModelSpec s = hf_spec("gpt_oss_mxfp4");
+    CHECK(s.architecture == Architecture::kGptOss);
+    CHECK(s.n_layers == 4);
+    CHECK(s.hidden_size == 64);
+    CHECK(s.n_heads == 8);
+    CHECK(s.n_kv_heads == 2);
+    CHECK(s.head_dim == 16);
+    CHECK(s.n_experts == 8);
+    CHECK(s.n_experts_used == 4);
+    CHECK(s.expert_ffn_size == 96);
+    CHECK(s.sliding_window == 8);
+    CHECK(s.swa_layers == std::vector<bool>{true, false, true, false});
+    CHECK(s.attn_qkv_bias);
+    CHECK(s.attn_out_bias);
+    CHECK(s.attn_sinks);
+    CHECK(s.router_bias);
+    CHECK(s.expert_bias);
+    CHECK(s.routing == RoutingPolicy::kTopKSoftmax);
+    CHECK(s.expert_activation == ExpertActivation::kSwiGluOai);
+    CHECK(s.rope.type == RopeType::kNeox);
+    CHECK(s.rope.theta == 150000.0);
+    CHECK(s.rope.scaling == RopeScalingType::kYarn);
+    CHECK(s.rope.scaling_factor == 32.0);
+    CHECK(s.rope.original_context_length == 256);
+    CHECK(s.rope.yarn_beta_fast == 32.0);
+    CHECK(s.rope.yarn_beta_slow == 1.0);
+    CHECK_FALSE(s.rope.yarn_truncate);
+    CHECK(s.rms_norm_eps == 1e-5);
+    CHECK_FALSE(s.tied_embeddings);
+    CHECK(s.moe_layers == std::vector<bool>(4, true));
+    CHECK(validate_spec(s).ok());
+  }
+  SECTION("gpt-oss-20b's spellings: rope_scaling, top-level rope_theta, experts_per_token") {
+    nlohmann::json c = base;
+    c.erase("rope_parameters");
+    c.erase("num_experts_per_tok");
+    c["experts_per_token"] = 4;
+    c["rope_theta"] = 150000;
+    c["rope_scaling"] = {{"beta_fast", 32.0},   {"beta_slow", 1.0},
+                         {"factor", 32.0},      {"original_max_position_embeddings", 4096},
+                         {"rope_type", "yarn"}, {"truncate", false}};
+    Result<ModelSpec> s = spec_from_hf_config(c, "config.json");
+    INFO(s.status().message());
+    REQUIRE(s.ok());
+    CHECK(s->n_experts_used == 4);
+    CHECK(s->rope.original_context_length == 4096);
+    CHECK_FALSE(s->rope.yarn_truncate);
+    c["rope_scaling"]["truncate"] = true;
+    CHECK(spec_from_hf_config(c, "config.json")->rope.yarn_truncate);
+    c["rope_scaling"].erase("truncate");  // transformers' default
+    CHECK(spec_from_hf_config(c, "config.json")->rope.yarn_truncate);
+  }
+  SECTION("no rope parameters: GptOssConfig's default YaRN (factor 32, 4096, truncate false)") {
+    nlohmann::json c = base;
+    c.erase("rope_parameters");
+    Result<ModelSpec> s = spec_from_hf_config(c, "config.json");
+    REQUIRE(s.ok());
+    CHECK(s->rope.theta == 150000.0);
+    CHECK(s->rope.scaling == RopeScalingType::kYarn);
+    CHECK(s->rope.scaling_factor == 32.0);
+    CHECK(s->rope.original_context_length == 4096);
+    CHECK_FALSE(s->rope.yarn_truncate);
+  }
+  SECTION("without layer_types, even layers are windowed (GptOssConfig's default)") {
+    nlohmann::json c = base;
+    c.erase("layer_types");
+    c["num_hidden_layers"] = 5;
+    Result<ModelSpec> s = spec_from_hf_config(c, "config.json");
+    REQUIRE(s.ok());
+    CHECK(s->swa_layers == std::vector<bool>{true, false, true, false, true});
+  }
+  SECTION("layer_types decides per layer; sliding_window null windows nothing") {
+    nlohmann::json c = base;
+    c["layer_types"] = {"full_attention", "full_attention", "sliding_attention",
+                        "sliding_attention"};
+    CHECK(spec_from_hf_config(c, "config.json")->swa_layers ==
+          std::vector<bool>{false, false, true, true});
+    c["sliding_window"] = nullptr;
+    Result<ModelSpec> s = spec_from_hf_config(c, "config.json");
+    REQUIRE(s.ok());
+    CHECK(s->sliding_window == 0);
+    CHECK(s->swa_layers == std::vector<bool>(4, false));
+  }
+  SECTION("attention_bias = false drops the q/k/v/o biases") {
+    nlohmann::json c = base;
+    c["attention_bias"] = false;
+    Result<ModelSpec> s = spec_from_hf_config(c, "config.json");
+    REQUIRE(s.ok());
+    CHECK_FALSE(s->attn_qkv_bias);
+    CHECK_FALSE(s->attn_out_bias);
+    CHECK(s->attn_sinks);
+  }
+  SECTION("refusals name the key") {
+    nlohmann::json c = base;
+    c["swiglu_limit"] = 10.0;
+    c["swiglu_alpha"] = 1.5;
+    c["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention",
+                        "full_attention"};
+    c["quantization_config"]["quant_method"] = "fp8";
+    c.erase("head_dim");
+    Result<ModelSpec> s = spec_from_hf_config(c, "config.json");
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.status().code() == StatusCode::kInvalidArgument);
+    const std::string& m = s.status().message();
+    CHECK_THAT(m, Catch::Contains("swiglu_limit = 10.0 is not supported"));
+    CHECK_THAT(m, Catch::Contains("swiglu_alpha = 1.5 is not supported"));
+    CHECK_THAT(m, Catch::Contains("layer_types[1] is \"chunked_attention\""));
+    CHECK_THAT(m, Catch::Contains("quant_method \"fp8\" is not supported"));
+    CHECK_THAT(m, Catch::Contains("missing field head_dim"));
+    nlohmann::json d = base;
+    d["layer_types"] = {"full_attention"};
+    d.erase("sliding_window");
+    Result<ModelSpec> t = spec_from_hf_config(d, "config.json");
+    REQUIRE_FALSE(t.ok());
+    CHECK_THAT(t.status().message(),
+               Catch::Contains("layer_types lists 1 layers, num_hidden_layers is 4"));
+    CHECK_THAT(t.status().message(), Catch::Contains("missing field sliding_window"));
+  }
+}
+
 TEST_CASE("unsupported architectures are refused by name", "[model][spec]") {
   const std::string tail =
       " is not supported; supported: qwen3moe, qwen2moe, mixtral, olmoe, gpt-oss";
@@ -271,6 +395,44 @@ TEST_CASE("canonical names from GGUF and HF names", "[model][names]") {
   CHECK_FALSE(canonical_from_hf("model.layers.0.mlp.experts.4.w1.weight", Architecture::kQwen3Moe));
   CHECK_FALSE(canonical_from_hf("model.layers.0.block_sparse_moe.experts.4.gate_proj.weight",
                                 Architecture::kMixtral));
+
+  // GPT-OSS: its own names; the file's interleaved expert tensors map to no role (the opener
+  // converts them into the derived names, which do).
+  const Architecture oss = Architecture::kGptOss;
+  CHECK(canonical_from_hf("model.layers.3.self_attn.sinks", oss) ==
+        CanonicalName{WeightRole::kAttnSinks, 3, -1});
+  CHECK(canonical_from_hf("model.layers.3.self_attn.o_proj.bias", oss) ==
+        CanonicalName{WeightRole::kAttnOBias, 3, -1});
+  CHECK(canonical_from_hf("model.layers.3.self_attn.q_proj.bias", oss) ==
+        CanonicalName{WeightRole::kAttnQBias, 3, -1});
+  CHECK(canonical_from_hf("model.layers.0.mlp.router.weight", oss) ==
+        CanonicalName{WeightRole::kRouter, 0, -1});
+  CHECK(canonical_from_hf("model.layers.0.mlp.router.bias", oss) ==
+        CanonicalName{WeightRole::kRouterBias, 0, -1});
+  CHECK(canonical_from_hf("model.layers.0.mlp.experts.down_proj_bias", oss) ==
+        CanonicalName{WeightRole::kExpertDownBias, 0, -1});
+  CHECK(canonical_from_hf("model.layers.0.post_attention_layernorm.weight", oss) ==
+        CanonicalName{WeightRole::kFfnNorm, 0, -1});
+  CHECK_FALSE(canonical_from_hf("model.layers.0.mlp.experts.gate_up_proj_blocks", oss));
+  CHECK_FALSE(canonical_from_hf("model.layers.0.mlp.experts.gate_up_proj", oss));
+  CHECK_FALSE(canonical_from_hf("model.layers.0.mlp.gate.weight", oss));
+  CHECK_FALSE(canonical_from_hf("model.layers.0.self_attn.sinks", Architecture::kQwen3Moe));
+  for (WeightRole role : {WeightRole::kExpertGate, WeightRole::kExpertUp, WeightRole::kExpertDown,
+                          WeightRole::kExpertGateBias, WeightRole::kExpertUpBias}) {
+    CHECK(canonical_from_hf(gpt_oss_hf_derived_name(role, 2), oss) == CanonicalName{role, 2, -1});
+  }
+  CHECK(gpt_oss_hf_derived_name(WeightRole::kExpertUp, 2) ==
+        "model.layers.2.mlp.experts.up_proj.weight");
+  CHECK(file_tensor_name({WeightRole::kExpertUp, 1, -1}, TensorNaming::kHf, oss) ==
+        "model.layers.1.mlp.experts.gate_up_proj_blocks");
+  CHECK(file_tensor_name({WeightRole::kExpertDown, 1, -1}, TensorNaming::kHf, oss) ==
+        "model.layers.1.mlp.experts.down_proj_blocks");
+  CHECK(file_tensor_name({WeightRole::kExpertGateBias, 1, -1}, TensorNaming::kHf, oss) ==
+        "model.layers.1.mlp.experts.gate_up_proj_bias");
+  CHECK(file_tensor_name({WeightRole::kAttnSinks, 1, -1}, TensorNaming::kHf, oss) ==
+        "model.layers.1.self_attn.sinks");
+  CHECK(file_tensor_name({WeightRole::kAttnQ, 1, -1}, TensorNaming::kHf, oss) ==
+        "model.layers.1.self_attn.q_proj.weight");
 
   CHECK(file_tensor_name({WeightRole::kExpertGate, 1, -1}, TensorNaming::kGguf,
                          Architecture::kQwen3Moe) == "blk.1.ffn_gate_exps.weight");
