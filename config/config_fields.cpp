@@ -62,8 +62,9 @@ const FieldDescriptor kFields[] = {
      .secret = true,
      .ref = &member_ref<&Config::server, &ServerConfig::api_keys>},
     {.section = "server", .name = "max_queued_requests",
-     .doc = "Requests waiting for a slot; beyond this, new requests fail fast with "
-            "RESOURCE_EXHAUSTED.",
+     .doc = "Requests that may wait for a slot beyond the max_running_requests that run: once "
+            "max_running_requests + max_queued_requests requests are in flight (running or "
+            "waiting), new requests fail fast with RESOURCE_EXHAUSTED.",
      .min_value = 1, .max_value = 1000000,
      .ref = &member_ref<&Config::server, &ServerConfig::max_queued_requests>},
     {.section = "server", .name = "max_running_requests",
@@ -107,7 +108,8 @@ const FieldDescriptor kFields[] = {
      .ref = &member_ref<&Config::model, &ModelConfig::format>},
     {.section = "model", .name = "context_length",
      .doc = "Maximum tokens per sequence (prompt + output). 0 = the length the model declares; "
-            "a larger value than the model's is refused at load time.",
+            "a larger value than the model's is refused at startup (exit code 3) with a message "
+            "naming both; a model that declares no length takes any value.",
      .min_value = 0, .max_value = kMaxTokens,
      .ref = &member_ref<&Config::model, &ModelConfig::context_length>},
 
@@ -137,7 +139,8 @@ const FieldDescriptor kFields[] = {
      .ref = &member_ref<&Config::placement, &PlacementConfig::stats_path>},
     {.section = "placement", .name = "stats_output_path",
      .doc = "Where this run writes its activation statistics (merged with stats_path) on "
-            "shutdown and on request. Empty = not written.",
+            "shutdown and on request. Empty = not written. Its directory must exist and be "
+            "writable: tandemd checks at startup and refuses to start otherwise (exit code 2).",
      .ref = &member_ref<&Config::placement, &PlacementConfig::stats_output_path>},
 
     {.section = "runtime", .name = "threads",

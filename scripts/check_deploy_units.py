@@ -94,8 +94,10 @@ def check_tandemd_unit(checker, rel, unit):
     if stop is None or not stop > grace:
         checker.fail(rel, f"TimeoutStopSec {service.get('TimeoutStopSec')} is not above "
                      f"server.shutdown_grace_seconds {grace}")
-    if "2" not in " ".join(service.get("RestartPreventExitStatus", [])).split():
-        checker.fail(rel, "RestartPreventExitStatus does not hold 2 (bad configuration)")
+    prevented = " ".join(service.get("RestartPreventExitStatus", [])).split()
+    for code, meaning in (("2", "bad configuration"), ("3", "a model that cannot be served")):
+        if code not in prevented:
+            checker.fail(rel, f"RestartPreventExitStatus does not hold {code} ({meaning})")
     if (service.get("KillSignal") or ["SIGTERM"])[-1] != "SIGTERM":
         checker.fail(rel, "KillSignal is not SIGTERM")
     if not service.get("EnvironmentFile"):

@@ -11,19 +11,20 @@
 #include "engine/placement/planner.h"
 #include "server/embedded_default.h"
 #include "server/engine_startup.h"
+#include "server/exit_codes.h"
 #include "server/expert_metrics.h"
 #include "server/grpc_server.h"
 #include "server/metrics.h"
 #include "server/model_startup.h"
 #include "server/moe_activity.h"
 #include "server/shutdown_signals.h"
+#include "server/stats_dump_path.h"
 #include "server/tandem_service.h"
 #include "server/vllm_engine_service.h"
 
 namespace tandem::server {
 namespace {
 
-constexpr int kExitFailure = 1;
 constexpr auto kGaugeInterval = std::chrono::seconds(1);
 // After the engine stopped, how long the last abort completions get to reach their clients.
 constexpr auto kFinalFlush = std::chrono::seconds(2);
@@ -70,26 +71,32 @@ void drain(ServingContext& context, GrpcServer& server, ServerMetrics& metrics,
   server.shutdown(std::chrono::duration_cast<std::chrono::milliseconds>(kFinalFlush));
 }
 
+int refuse_start(const Status& status, int exit_code) {
+  spdlog::error("cannot start: {}", status.to_string());
+  return exit_code;
+}
+
 }  // namespace
 
 int run_daemon(config::Config config, const std::string& executable_path) {
   ShutdownSignals& signals = ShutdownSignals::install();
   signals.set_exit_at_once(true);  // nothing to drain until the model serves
 
+  // Files the configuration names are checked before anything slow starts.
+  const Status stats_output = check_stats_output_path(config.placement.stats_output_path);
+  if (!stats_output.ok()) return refuse_start(stats_output, kExitBadConfig);
+
   Result<std::string> embedded = apply_embedded_default(config, executable_path);
   if (!embedded.ok()) {
-    spdlog::error("cannot start: {}", embedded.status().to_string());
-    return kExitFailure;
+    return refuse_start(embedded.status(),
+                        startup_exit_code(embedded.status(), StartupStage::kCheckpoint));
   }
   if (!embedded->empty()) {
     spdlog::info("no model.path configured: serving the embedded demo model from {}", *embedded);
   }
 
   const Result<GpuProbe> gpu = probe_gpu(config);
-  if (!gpu.ok()) {
-    spdlog::error("cannot start: {}", gpu.status().to_string());
-    return kExitFailure;
-  }
+  if (!gpu.ok()) return refuse_start(gpu.status(), kExitFailure);
 
   Result<std::unique_ptr<ServerMetrics>> metrics =
       ServerMetrics::create(config.metrics.host, config.metrics.port);
@@ -107,8 +114,10 @@ int run_daemon(config::Config config, const std::string& executable_path) {
   Result<std::unique_ptr<GrpcServer>> server =
       GrpcServer::start(config.server, {&vllm_service, &tandem_service});
   if (!server.ok()) {
-    spdlog::error("cannot start: {}", server.status().to_string());
-    return kExitFailure;
+    // INVALID_ARGUMENT: a certificate or key file the configuration names cannot be read.
+    return refuse_start(server.status(), server.status().code() == StatusCode::kInvalidArgument
+                                             ? kExitBadConfig
+                                             : kExitFailure);
   }
   spdlog::info("gRPC listening on {}:{} ({}{}); health NOT_SERVING while the model loads",
                config.server.host, (*server)->port(), (*server)->tls() ? "TLS" : "plaintext",
@@ -119,29 +128,27 @@ int run_daemon(config::Config config, const std::string& executable_path) {
 
   const Result<StartedModel> model = start_model(config, *gpu);
   if (!model.ok()) {
-    spdlog::error("cannot start: {}", model.status().to_string());
-    return kExitFailure;
+    return refuse_start(model.status(),
+                        startup_exit_code(model.status(), StartupStage::kCheckpoint));
   }
   const Status gpu_experts = check_gpu_experts_have_device(model->placement, gpu->n_devices);
   if (!gpu_experts.ok()) {
-    spdlog::error("cannot start: {}", gpu_experts.to_string());
-    return kExitFailure;
+    return refuse_start(gpu_experts, startup_exit_code(gpu_experts, StartupStage::kCheckpoint));
   }
   Result<placement::ModelIdentity> identity = placement::model_identity(model->checkpoint);
   if (!identity.ok()) {
-    spdlog::error("cannot start: {}", identity.status().to_string());
-    return kExitFailure;
+    return refuse_start(identity.status(),
+                        startup_exit_code(identity.status(), StartupStage::kCheckpoint));
   }
   Result<std::unique_ptr<MoeActivity>> activity =
       MoeActivity::create(*identity, model->placement.stats, model->placement.placement.map);
   if (!activity.ok()) {
-    spdlog::error("cannot start: {}", activity.status().to_string());
-    return kExitFailure;
+    return refuse_start(activity.status(),
+                        startup_exit_code(activity.status(), StartupStage::kCheckpoint));
   }
   Result<ServingEngine> engine = start_engine(config, *model, activity->get(), *gpu);
   if (!engine.ok()) {
-    spdlog::error("cannot start: {}", engine.status().to_string());
-    return kExitFailure;
+    return refuse_start(engine.status(), startup_exit_code(engine.status(), StartupStage::kEngine));
   }
   const placement::GpuMemoryDemand& on_gpu = engine->gpu.allocated;
   (*metrics)->set_gpu_memory(
@@ -153,10 +160,7 @@ int run_daemon(config::Config config, const std::string& executable_path) {
   context.placement = &model->placement;
   context.moe_activity = activity->get();
   const Status started = engine->scheduler->start();
-  if (!started.ok()) {
-    spdlog::error("cannot start: {}", started.to_string());
-    return kExitFailure;
-  }
+  if (!started.ok()) return refuse_start(started, kExitFailure);
   signals.set_exit_at_once(false);
   context.set_state(ServingState::kServing);
   (*server)->set_serving(true);
@@ -186,7 +190,7 @@ int run_daemon(config::Config config, const std::string& executable_path) {
     }
   }
   spdlog::info("tandemd stopped");
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace tandem::server

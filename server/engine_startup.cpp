@@ -125,7 +125,10 @@ Result<ServingEngine> start_engine(const config::Config& config, const StartedMo
   options.limits.max_running = config.server.max_running_requests;
   options.limits.context_length = context;
   options.kv_budget_bytes = static_cast<int64_t>(config.runtime.kv_cache_bytes);
-  options.queue_capacity = static_cast<size_t>(config.server.max_queued_requests);
+  // The engine's queue bounds the requests in flight (running and waiting); the configuration
+  // counts the waiting ones beyond a full batch (server.max_queued_requests).
+  options.queue_capacity = static_cast<size_t>(config.server.max_queued_requests) +
+                           static_cast<size_t>(config.server.max_running_requests);
   if (spec.eos_token_id.has_value()) {
     options.eos_token_ids.push_back(static_cast<int32_t>(*spec.eos_token_id));
   }

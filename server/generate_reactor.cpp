@@ -9,6 +9,7 @@
 #include "server/api_key_auth.h"
 #include "server/metrics.h"
 #include "server/status_mapping.h"
+#include "server/wire_message.h"
 
 namespace tandem::server {
 namespace {
@@ -52,15 +53,18 @@ const char* outcome_of(grpc::StatusCode code) {
 }  // namespace
 
 GenerateReactor::GenerateReactor(ServingContext& context, grpc::CallbackServerContext* call,
-                                 const vllm::grpc::engine::GenerateRequest& request)
+                                 const grpc::ByteBuffer& request)
     : context_(context), call_(call), received_at_(SteadyClock::now()) {
   start(request);
 }
 
-void GenerateReactor::start(const vllm::grpc::engine::GenerateRequest& request) {
+void GenerateReactor::start(const grpc::ByteBuffer& raw) {
   std::unique_lock<std::mutex> lock(mu_);
   const grpc::Status auth = check_api_key(context_.api_keys, *call_);
   if (!auth.ok()) return finish_locked(auth, "unauthenticated");
+  vllm::grpc::engine::GenerateRequest request;
+  const grpc::Status parsed = parse_wire_message(raw, request);
+  if (!parsed.ok()) return finish_locked(parsed, "invalid_argument");
   runtime::Scheduler* engine = context_.engine();
   if (engine == nullptr) {
     return finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -164,9 +168,14 @@ void GenerateReactor::pump_locked() {
 void GenerateReactor::write_locked() {
   // Not StartWriteLast: a last-message write is held back until Finish, and Finish waits here
   // for OnWriteDone.
+  const grpc::Status serialized = serialize_wire_message(response_, &response_bytes_);
+  if (!serialized.ok()) {
+    if (handle_.valid()) handle_.cancel();
+    return finish_locked(serialized, "error");
+  }
   writing_ = true;
   write_started_ = SteadyClock::now();
-  StartWrite(&response_);
+  StartWrite(&response_bytes_);
 }
 
 void GenerateReactor::finish_locked(const grpc::Status& status, std::string_view outcome) {

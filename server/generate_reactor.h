@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <grpcpp/server_context.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/server_callback.h>
 
 #include "engine/runtime/request_queue.h"
@@ -23,23 +24,25 @@ namespace tandem::server {
 // so a slow reader costs at most its own sequence's token ids (hardening row C7), and a write
 // that stays unacknowledged for stalled_write_timeout cancels the request.
 //
+// The request arrives raw: the API key is checked first (UNAUTHENTICATED), then it is parsed
+// (INVALID_ARGUMENT naming what does not parse, see wire_message.h), then mapped and submitted.
 // Streaming: one chunk per batch of new ids (cumulative completion_tokens), then one complete
 // carrying all output ids, then OK. Non-streaming: one complete with all ids. Finish reasons
 // stop / length / abort end with a complete; a passed deadline ends with DEADLINE_EXCEEDED, an
 // engine error with its status; a cancelled call (client gone) cancels the request at once and
 // ends with CANCELLED.
-class GenerateReactor final
-    : public grpc::ServerWriteReactor<vllm::grpc::engine::GenerateResponse> {
+class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
+  // `request`: the GenerateRequest's bytes, read only during construction.
   GenerateReactor(ServingContext& context, grpc::CallbackServerContext* call,
-                  const vllm::grpc::engine::GenerateRequest& request);
+                  const grpc::ByteBuffer& request);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
 
  private:
-  void start(const vllm::grpc::engine::GenerateRequest& request);
+  void start(const grpc::ByteBuffer& raw);
   // Collects ready events and starts the next write or finishes. Requires mu_.
   void pump_locked();
   void finish_locked(const grpc::Status& status, std::string_view outcome);
@@ -61,7 +64,8 @@ class GenerateReactor final
   std::vector<int32_t> unsent_ids_;           // guarded by mu_: streaming, not yet written
   std::optional<runtime::TokenEvent> final_;  // guarded by mu_
   int64_t prompt_tokens_ = 0;
-  vllm::grpc::engine::GenerateResponse response_;  // the write in flight
+  vllm::grpc::engine::GenerateResponse response_;  // the next write
+  grpc::ByteBuffer response_bytes_;                // the write in flight (response_ serialized)
 };
 
 }  // namespace tandem::server

@@ -42,6 +42,8 @@ Result<StartedModel> start_model(const config::Config& config, const GpuProbe& g
   }
   TANDEM_ASSIGN_OR_RETURN(model::Checkpoint checkpoint, model::open_model(config.model.path));
   log_model(checkpoint);
+  TANDEM_RETURN_IF_ERROR(check_context_length(config.model.context_length,
+                                              checkpoint.spec->context_length, checkpoint.path));
   placement::GpuBudget budget;
   if (config.placement.policy == config::PlacementPolicy::kBudget) {
     if (gpu.has_device()) {
@@ -61,6 +63,16 @@ Result<StartedModel> start_model(const config::Config& config, const GpuProbe& g
   std::istringstream table(placement::format_report_table(planned.report));
   for (std::string line; std::getline(table, line);) spdlog::info("{}", line);
   return StartedModel{std::move(checkpoint), std::move(planned)};
+}
+
+Status check_context_length(int configured, uint64_t model_context, const std::string& model_path) {
+  if (configured <= 0 || model_context == 0) return Status();
+  if (static_cast<uint64_t>(configured) <= model_context) return Status();
+  return invalid_argument_error("model.context_length " + std::to_string(configured) +
+                                " is larger than the " + std::to_string(model_context) +
+                                " tokens of context that " + model_path +
+                                " declares; set it to at most " + std::to_string(model_context) +
+                                ", or 0 for the model's own");
 }
 
 int visible_cuda_devices() {

@@ -2,6 +2,9 @@
 // placement once, before anything is served.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "config/config.h"
 #include "engine/base/result.h"
 #include "engine/model/checkpoint.h"
@@ -15,13 +18,19 @@ struct StartedModel {
   placement::StartupPlacement placement;
 };
 
-// Opens config.model.path (a runnable model is required) and plans the placement from
-// config.placement; policy budget fills the GPU memory `gpu` offers (gpu_offer) after what it
-// must hold anyway (gpu_fixed_demand), or placement.gpu_memory_budget without a device. Errors
-// name the path: FAILED_PRECONDITION when no model is configured, the checkpoint reader's or the
-// planner's error otherwise. Logs the model summary and the placement table (spdlog). Blocking
-// I/O; call from main before any serving thread starts.
+// Opens config.model.path (a runnable model is required), checks model.context_length against
+// the model (check_context_length) and plans the placement from config.placement; policy budget
+// fills the GPU memory `gpu` offers (gpu_offer) after what it must hold anyway (gpu_fixed_demand),
+// or placement.gpu_memory_budget without a device. Errors name the path: FAILED_PRECONDITION when
+// no model is configured, the checkpoint reader's or the planner's error otherwise. Logs the model
+// summary and the placement table (spdlog). Blocking I/O; call from main before any serving thread
+// starts.
 Result<StartedModel> start_model(const config::Config& config, const GpuProbe& gpu = {});
+
+// model.context_length against the context the model declares: OK for 0 (the model's own) or a
+// value up to `model_context`, and for any value when the model declares none (0); otherwise
+// INVALID_ARGUMENT naming the key, both numbers and `model_path`. Pure.
+Status check_context_length(int configured, uint64_t model_context, const std::string& model_path);
 
 // The CUDA devices this process can use: 0 in a build without CUDA, without a driver or without
 // a device. Any thread.

@@ -1,6 +1,10 @@
 // Confinement of DumpActivationStats paths to the statistics output directory.
 #include "server/stats_dump_path.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -82,6 +86,31 @@ Result<std::string> resolve_stats_dump_path(const std::string& configured_output
     return invalid_argument_error("path: '" + requested + "' is a directory");
   }
   return target.string();
+}
+
+Status check_stats_output_path(const std::string& configured_output) {
+  if (configured_output.empty()) return Status();
+  const std::string key = "placement.stats_output_path '" + configured_output + "'";
+  if (configured_output.find('\0') != std::string::npos) {
+    return invalid_argument_error(key + ": contains a NUL byte");
+  }
+  const Result<std::string> target = resolve_stats_dump_path(configured_output, "");
+  if (!target.ok()) {
+    return invalid_argument_error(key + ": " + target.status().message() +
+                                  "; the activation statistics could not be written at shutdown");
+  }
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(*target, ec))) {
+    return invalid_argument_error(key + ": is a directory; name the file to write");
+  }
+  const std::string dir = fs::path(*target).parent_path().string();
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    return invalid_argument_error(key + ": cannot create files in the directory " + dir + ": " +
+                                  std::strerror(err) +
+                                  "; the activation statistics could not be written at shutdown");
+  }
+  return Status();
 }
 
 }  // namespace tandem::server

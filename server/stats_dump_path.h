@@ -29,4 +29,11 @@ namespace tandem::server {
 Result<std::string> resolve_stats_dump_path(const std::string& configured_output,
                                             const std::string& requested);
 
+// tandemd's start-up check of placement.stats_output_path, so that the statistics are not lost
+// at shutdown: OK when `configured_output` is empty (no output) or names a file (existing or not,
+// not a directory) in an existing directory this process may create files in (access W_OK|X_OK,
+// which also refuses a read-only file system). INVALID_ARGUMENT otherwise, naming the key, the
+// path and the reason. Reads the file system only; any thread.
+Status check_stats_output_path(const std::string& configured_output);
+
 }  // namespace tandem::server

@@ -12,6 +12,7 @@
 #include "server/api_key_auth.h"
 #include "server/stats_dump_path.h"
 #include "server/status_mapping.h"
+#include "server/wire_message.h"
 
 namespace tandem::server {
 
@@ -24,12 +25,6 @@ namespace v1 = tandem::v1;
 std::mutex& dump_mutex() {
   static std::mutex mu;
   return mu;
-}
-
-grpc::ServerUnaryReactor* finish(grpc::CallbackServerContext* context, grpc::Status status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(std::move(status));
-  return reactor;
 }
 
 v1::PlacementPolicy to_proto(config::PlacementPolicy policy) {
@@ -96,9 +91,47 @@ TandemService::TandemService(ServingContext& context, std::string stats_output_p
       stats_output_path_(std::move(stats_output_path)),
       options_(std::move(options)) {}
 
-grpc::Status TandemService::admit(const grpc::CallbackServerContext& context) const {
-  grpc::Status auth = check_api_key(context_.api_keys, context);
-  if (!auth.ok()) return auth;
+grpc::ServerUnaryReactor* TandemService::GetPlacement(grpc::CallbackServerContext* context,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return serve_unary<v1::GetPlacementRequest, v1::GetPlacementResponse>(
+      context, check_api_key(context_.api_keys, *context), *request, response,
+      [this](const v1::GetPlacementRequest&, v1::GetPlacementResponse* out) {
+        return get_placement(out);
+      });
+}
+
+grpc::ServerUnaryReactor* TandemService::GetActivationStats(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return serve_unary<v1::GetActivationStatsRequest, v1::GetActivationStatsResponse>(
+      context, check_api_key(context_.api_keys, *context), *request, response,
+      [this](const v1::GetActivationStatsRequest& in, v1::GetActivationStatsResponse* out) {
+        return get_activation_stats(in, out);
+      });
+}
+
+grpc::ServerUnaryReactor* TandemService::DumpActivationStats(grpc::CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request,
+                                                             grpc::ByteBuffer* response) {
+  return serve_unary<v1::DumpActivationStatsRequest, v1::DumpActivationStatsResponse>(
+      context, check_api_key(context_.api_keys, *context), *request, response,
+      [this](const v1::DumpActivationStatsRequest& in, v1::DumpActivationStatsResponse* out) {
+        return dump_stats(in, out);
+      });
+}
+
+grpc::ServerUnaryReactor* TandemService::GetRequestMoeCounters(grpc::CallbackServerContext* context,
+                                                               const grpc::ByteBuffer* request,
+                                                               grpc::ByteBuffer* response) {
+  return serve_unary<v1::GetRequestMoeCountersRequest, v1::GetRequestMoeCountersResponse>(
+      context, check_api_key(context_.api_keys, *context), *request, response,
+      [this](const v1::GetRequestMoeCountersRequest& in, v1::GetRequestMoeCountersResponse* out) {
+        return get_request_moe_counters(in, out);
+      });
+}
+
+grpc::Status TandemService::admit() const {
   switch (context_.current_state()) {
     case ServingState::kLoading:
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is loading");
@@ -114,11 +147,9 @@ grpc::Status TandemService::admit(const grpc::CallbackServerContext& context) co
   return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* TandemService::GetPlacement(grpc::CallbackServerContext* context,
-                                                      const v1::GetPlacementRequest* /*request*/,
-                                                      v1::GetPlacementResponse* response) {
-  grpc::Status admitted = admit(*context);
-  if (!admitted.ok()) return finish(context, std::move(admitted));
+grpc::Status TandemService::get_placement(v1::GetPlacementResponse* response) const {
+  grpc::Status admitted = admit();
+  if (!admitted.ok()) return admitted;
   const placement::PlacementReport& report = startup().report;
   const placement::ModelIdentity& model = activity().model();
   response->set_policy(to_proto(report.used));
@@ -146,31 +177,29 @@ grpc::ServerUnaryReactor* TandemService::GetPlacement(grpc::CallbackServerContex
   if (startup().stats_loaded) response->set_statistics_path(options_.statistics_path);
   response->set_statistics_tokens(startup().stats.has_value() ? startup().stats->tokens() : 0);
   response->set_gpu_device(options_.gpu_device);
-  return finish(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* TandemService::GetActivationStats(
-    grpc::CallbackServerContext* context, const v1::GetActivationStatsRequest* request,
-    v1::GetActivationStatsResponse* response) {
-  grpc::Status admitted = admit(*context);
-  if (!admitted.ok()) return finish(context, std::move(admitted));
-  const Result<v1::StatsScope> scope = resolve_scope(request->scope(), v1::STATS_SCOPE_LIVE);
-  if (!scope.ok()) return finish(context, to_grpc_status(scope.status()));
+grpc::Status TandemService::get_activation_stats(const v1::GetActivationStatsRequest& request,
+                                                 v1::GetActivationStatsResponse* response) const {
+  grpc::Status admitted = admit();
+  if (!admitted.ok()) return admitted;
+  const Result<v1::StatsScope> scope = resolve_scope(request.scope(), v1::STATS_SCOPE_LIVE);
+  if (!scope.ok()) return to_grpc_status(scope.status());
 
   const placement::ModelIdentity& model = activity().model();
-  std::vector<uint32_t> layers(request->layers().begin(), request->layers().end());
+  std::vector<uint32_t> layers(request.layers().begin(), request.layers().end());
   std::sort(layers.begin(), layers.end());
   layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
   for (uint32_t layer : layers) {
     if (layer >= model.n_layers || !model.moe_layers[layer]) {
-      return finish(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                          "layers: " + std::to_string(layer) +
-                                              " is not a MoE layer (MoE layers: " +
-                                              join_layers(model.moe_layer_ids()) + ")"));
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "layers: " + std::to_string(layer) + " is not a MoE layer (MoE layers: " +
+                              join_layers(model.moe_layer_ids()) + ")");
     }
   }
   const Result<placement::ActivationStats> stats = stats_for(activity(), *scope);
-  if (!stats.ok()) return finish(context, to_grpc_status(stats.status()));
+  if (!stats.ok()) return to_grpc_status(stats.status());
   if (layers.empty()) layers = stats->moe_layer_ids();
 
   response->set_scope(*scope);
@@ -184,44 +213,50 @@ grpc::ServerUnaryReactor* TandemService::GetActivationStats(
     out->mutable_counts()->Reserve(static_cast<int>(stats->n_experts()));
     for (uint64_t e = 0; e < stats->n_experts(); ++e) out->add_counts(stats->count(row, e));
   }
-  return finish(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* TandemService::DumpActivationStats(
-    grpc::CallbackServerContext* context, const v1::DumpActivationStatsRequest* request,
-    v1::DumpActivationStatsResponse* response) {
-  grpc::Status admitted = admit(*context);
-  if (!admitted.ok()) return finish(context, std::move(admitted));
-  const Result<v1::StatsScope> scope = resolve_scope(request->scope(), v1::STATS_SCOPE_MERGED);
-  if (!scope.ok()) return finish(context, to_grpc_status(scope.status()));
-  const Result<std::string> path = resolve_stats_dump_path(stats_output_path_, request->path());
-  if (!path.ok()) return finish(context, to_grpc_status(path.status()));
+grpc::Status TandemService::dump_stats(const v1::DumpActivationStatsRequest& request,
+                                       v1::DumpActivationStatsResponse* response) const {
+  grpc::Status admitted = admit();
+  if (!admitted.ok()) return admitted;
+  const Result<v1::StatsScope> scope = resolve_scope(request.scope(), v1::STATS_SCOPE_MERGED);
+  if (!scope.ok()) return to_grpc_status(scope.status());
+  const Result<std::string> path = resolve_stats_dump_path(stats_output_path_, request.path());
+  if (!path.ok()) return to_grpc_status(path.status());
   const Result<placement::ActivationStats> stats = stats_for(activity(), *scope);
-  if (!stats.ok()) return finish(context, to_grpc_status(stats.status()));
+  if (!stats.ok()) return to_grpc_status(stats.status());
   const Result<uint64_t> bytes = save_serialized(*stats, *path);
-  if (!bytes.ok()) return finish(context, to_grpc_status(bytes.status()));
+  if (!bytes.ok()) return to_grpc_status(bytes.status());
   response->set_path(*path);
   response->set_tokens(stats->tokens());
   response->set_bytes_written(*bytes);
-  return finish(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* TandemService::GetRequestMoeCounters(
-    grpc::CallbackServerContext* context, const v1::GetRequestMoeCountersRequest* request,
-    v1::GetRequestMoeCountersResponse* response) {
-  grpc::Status admitted = admit(*context);
-  if (!admitted.ok()) return finish(context, std::move(admitted));
-  if (request->request_id().empty()) {
-    return finish(
-        context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id: must not be empty"));
+grpc::Status TandemService::get_request_moe_counters(
+    const v1::GetRequestMoeCountersRequest& request,
+    v1::GetRequestMoeCountersResponse* response) const {
+  grpc::Status admitted = admit();
+  if (!admitted.ok()) return admitted;
+  if (request.request_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request_id: must not be empty");
   }
-  const std::optional<RequestMoeSnapshot> snapshot = activity().request(request->request_id());
+  // The bound Generate applies (hardening row B8): a longer id was never accepted, and echoing it
+  // in the NOT_FOUND message could exceed the client's metadata limit.
+  const size_t max_id = context_.mapping_limits.max_request_id_bytes;
+  if (request.request_id().size() > max_id) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "request_id: " + std::to_string(request.request_id().size()) +
+                            " bytes; the limit is " + std::to_string(max_id));
+  }
+  const std::optional<RequestMoeSnapshot> snapshot = activity().request(request.request_id());
   if (!snapshot.has_value()) {
-    return finish(context, grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                        "request_id: no running or recently finished request '" +
-                                            request->request_id() + "'"));
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        "request_id: no running or recently finished request '" + request.request_id() + "'");
   }
-  response->set_request_id(request->request_id());
+  response->set_request_id(request.request_id());
   response->set_state(snapshot->state == RequestActivityState::kFinished
                           ? v1::REQUEST_STATE_FINISHED
                           : v1::REQUEST_STATE_RUNNING);
@@ -229,7 +264,7 @@ grpc::ServerUnaryReactor* TandemService::GetRequestMoeCounters(
   response->set_generated_tokens(snapshot->generated_tokens);
   fill_counters(snapshot->prefill, response->mutable_prefill());
   fill_counters(snapshot->decode, response->mutable_decode());
-  return finish(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 Status dump_activation_stats(const MoeActivity& activity, const std::string& path) {

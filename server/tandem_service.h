@@ -23,9 +23,10 @@ struct TandemServiceOptions {
   std::string gpu_device;
 };
 
-// Every RPC first checks the API key (check_api_key: UNAUTHENTICATED), then answers UNAVAILABLE
-// while the context is loading or draining (tandem.proto: "UNAVAILABLE while the model is
-// loading or the server drains"), then does its work:
+// Every method is registered raw (wire_message.h). Every RPC first checks the API key
+// (check_api_key: UNAUTHENTICATED), then parses the request (INVALID_ARGUMENT naming what does not
+// parse), then answers UNAVAILABLE while the context is loading or draining (tandem.proto:
+// "UNAVAILABLE while the model is loading or the server drains"), then does its work:
 // - GetPlacement: the startup placement; every field of GetPlacementResponse.
 // - GetActivationStats: scope UNSPECIFIED means LIVE; `layers` empty = every MoE layer, else
 //   sorted and deduplicated; a non-MoE (or out-of-range) layer is INVALID_ARGUMENT naming it; a
@@ -37,14 +38,21 @@ struct TandemServiceOptions {
 //   atomically (save_stats: temporary file, then rename); dumps (these and dump_activation_stats)
 //   are serialized by one process-wide mutex, as save_stats' temporary file name is per process.
 //   Blocking file I/O on the gRPC callback thread (a statistics file is a few KiB to a few MiB).
-// - GetRequestMoeCounters: empty request_id is INVALID_ARGUMENT; an id MoeActivity does not hold
-//   (never started, or finished and evicted) is NOT_FOUND; RUNNING or FINISHED otherwise (never
-//   QUEUED: see MoeActivity).
+// - GetRequestMoeCounters: an empty request_id, or one longer than Generate accepts
+//   (context.mapping_limits.max_request_id_bytes, 256 bytes), is INVALID_ARGUMENT; an id
+//   MoeActivity does not hold (never started, or finished and evicted) is NOT_FOUND; RUNNING or
+//   FINISHED otherwise (never QUEUED: see MoeActivity).
 //
 // Owned by tandemd's main. `context` (with its placement and activity) must outlive the service,
 // and the service must outlive the grpc::Server it is registered with. Its methods are called by
 // gRPC threads, concurrently.
-class TandemService final : public tandem::v1::Tandem::CallbackService {
+using RawTandemService = tandem::v1::Tandem::WithRawCallbackMethod_GetPlacement<
+    tandem::v1::Tandem::WithRawCallbackMethod_GetActivationStats<
+        tandem::v1::Tandem::WithRawCallbackMethod_DumpActivationStats<
+            tandem::v1::Tandem::WithRawCallbackMethod_GetRequestMoeCounters<
+                tandem::v1::Tandem::Service>>>>;
+
+class TandemService final : public RawTandemService {
  public:
   // The placement and the activity recorder are read from context.placement and
   // context.moe_activity once the context is serving (tandemd registers the service before the
@@ -53,21 +61,29 @@ class TandemService final : public tandem::v1::Tandem::CallbackService {
                 TandemServiceOptions options = {});
 
   grpc::ServerUnaryReactor* GetPlacement(grpc::CallbackServerContext* context,
-                                         const tandem::v1::GetPlacementRequest* request,
-                                         tandem::v1::GetPlacementResponse* response) override;
-  grpc::ServerUnaryReactor* GetActivationStats(
-      grpc::CallbackServerContext* context, const tandem::v1::GetActivationStatsRequest* request,
-      tandem::v1::GetActivationStatsResponse* response) override;
-  grpc::ServerUnaryReactor* DumpActivationStats(
-      grpc::CallbackServerContext* context, const tandem::v1::DumpActivationStatsRequest* request,
-      tandem::v1::DumpActivationStatsResponse* response) override;
-  grpc::ServerUnaryReactor* GetRequestMoeCounters(
-      grpc::CallbackServerContext* context, const tandem::v1::GetRequestMoeCountersRequest* request,
-      tandem::v1::GetRequestMoeCountersResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetActivationStats(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* DumpActivationStats(grpc::CallbackServerContext* context,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetRequestMoeCounters(grpc::CallbackServerContext* context,
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) override;
 
  private:
-  // API key, then serving state; OK when the call may proceed.
-  grpc::Status admit(const grpc::CallbackServerContext& context) const;
+  // The serving state (after the key check and the parse); OK when the call may proceed.
+  grpc::Status admit() const;
+  // The typed work of each method, admit() included.
+  grpc::Status get_placement(tandem::v1::GetPlacementResponse* response) const;
+  grpc::Status get_activation_stats(const tandem::v1::GetActivationStatsRequest& request,
+                                    tandem::v1::GetActivationStatsResponse* response) const;
+  grpc::Status dump_stats(const tandem::v1::DumpActivationStatsRequest& request,
+                          tandem::v1::DumpActivationStatsResponse* response) const;
+  grpc::Status get_request_moe_counters(const tandem::v1::GetRequestMoeCountersRequest& request,
+                                        tandem::v1::GetRequestMoeCountersResponse* response) const;
 
   // Valid once admit() returned OK.
   const placement::StartupPlacement& startup() const { return *context_.placement; }

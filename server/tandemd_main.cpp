@@ -12,18 +12,33 @@
 #include "engine/base/log.h"
 #include "server/daemon_options.h"
 #include "server/daemon_run.h"
+#include "server/exit_codes.h"
+#include "server/shutdown_signals.h"
 #include "server/startup_banner.h"
 
 namespace {
 
-// Exit codes: 2 = bad command line or configuration (a supervisor should not restart),
-// 1 = failure after the configuration was accepted.
-constexpr int kExitBadConfig = 2;
+using tandem::server::kExitBadConfig;
+
+// The first code of the process: the dynamic loader runs .preinit_array entries after relocation
+// and before any shared library's or this program's constructors. From here on a SIGTERM or
+// SIGINT sent while tandemd starts stays pending (and is handled once main installs the watcher)
+// instead of killing the process. Only the loader's own work before this point (mapping and
+// relocating the shared libraries, a few milliseconds) remains unguarded. Exit codes:
+// server/exit_codes.h.
+void block_shutdown_signals_early(int, char**, char**) {
+  tandem::server::ShutdownSignals::block_in_this_thread();
+}
+[[gnu::section(".preinit_array"),
+  gnu::used]] void (*const kBlockShutdownSignalsEarly)(int, char**,
+                                                       char**) = &block_shutdown_signals_early;
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tandem;
+  // The watcher thread first: a signal during the command line and configuration steps exits 0.
+  server::ShutdownSignals::install();
   const std::vector<std::string> args(argv + 1, argv + argc);
   const Result<server::DaemonOptions> options = server::parse_daemon_options(args);
   if (!options.ok()) {

@@ -1,4 +1,5 @@
-// VllmEngine RPCs: health, abort, model/server info, loads; Generate goes to GenerateReactor.
+// VllmEngine RPCs: health, abort, model/server info, loads, the unimplemented ones; Generate goes
+// to GenerateReactor.
 #include "server/vllm_engine_service.h"
 
 #include <ctime>
@@ -6,6 +7,7 @@
 
 #include "server/api_key_auth.h"
 #include "server/generate_reactor.h"
+#include "server/wire_message.h"
 #include "tandem/build_info.h"
 
 namespace tandem::server {
@@ -36,8 +38,8 @@ std::string iso8601_now() {
 
 }  // namespace
 
-grpc::ServerWriteReactor<wire::GenerateResponse>* VllmEngineService::Generate(
-    grpc::CallbackServerContext* call, const wire::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* VllmEngineService::Generate(
+    grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) {
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   context_.last_receive_unix_seconds.store(now, std::memory_order_relaxed);
@@ -45,16 +47,103 @@ grpc::ServerWriteReactor<wire::GenerateResponse>* VllmEngineService::Generate(
 }
 
 grpc::ServerUnaryReactor* VllmEngineService::HealthCheck(grpc::CallbackServerContext* call,
-                                                         const wire::HealthCheckRequest*,
-                                                         wire::HealthCheckResponse* response) {
-  grpc::Status auth = check_api_key(context_.api_keys, *call);
-  if (!auth.ok()) return finish_with(call, std::move(auth));
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return serve_unary<wire::HealthCheckRequest, wire::HealthCheckResponse>(
+      call, check_api_key(context_.api_keys, *call), *request, response,
+      [this](const wire::HealthCheckRequest&, wire::HealthCheckResponse* out) {
+        return health_check(out);
+      });
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::Abort(grpc::CallbackServerContext* call,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return serve_unary<wire::AbortRequest, wire::AbortResponse>(
+      call, check_api_key(context_.api_keys, *call), *request, response,
+      [this](const wire::AbortRequest& in, wire::AbortResponse*) { return abort_requests(in); });
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::GetModelInfo(grpc::CallbackServerContext* call,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return serve_unary<wire::GetModelInfoRequest, wire::GetModelInfoResponse>(
+      call, check_api_key(context_.api_keys, *call), *request, response,
+      [this](const wire::GetModelInfoRequest&, wire::GetModelInfoResponse* out) {
+        return model_info(out);
+      });
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::GetServerInfo(grpc::CallbackServerContext* call,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return serve_unary<wire::GetServerInfoRequest, wire::GetServerInfoResponse>(
+      call, check_api_key(context_.api_keys, *call), *request, response,
+      [this](const wire::GetServerInfoRequest&, wire::GetServerInfoResponse* out) {
+        return server_info(out);
+      });
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::GetLoads(grpc::CallbackServerContext* call,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return serve_unary<wire::GetLoadsRequest, wire::GetLoadsResponse>(
+      call, check_api_key(context_.api_keys, *call), *request, response,
+      [this](const wire::GetLoadsRequest& in, wire::GetLoadsResponse* out) {
+        return loads(in, out);
+      });
+}
+
+grpc::Status VllmEngineService::unimplemented(const grpc::CallbackServerContext& call,
+                                              const char* method) const {
+  grpc::Status auth = check_api_key(context_.api_keys, call);
+  if (!auth.ok()) return auth;
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      std::string("VllmEngine/") + method + " is not implemented by Tandem");
+}
+
+// The unimplemented methods never read their request: a body that does not parse changes
+// nothing about the answer.
+grpc::ServerUnaryReactor* VllmEngineService::Embed(grpc::CallbackServerContext* call,
+                                                   const grpc::ByteBuffer*, grpc::ByteBuffer*) {
+  return finish_with(call, unimplemented(*call, "Embed"));
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::FlushCache(grpc::CallbackServerContext* call,
+                                                        const grpc::ByteBuffer*,
+                                                        grpc::ByteBuffer*) {
+  return finish_with(call, unimplemented(*call, "FlushCache"));
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::StartProfile(grpc::CallbackServerContext* call,
+                                                          const grpc::ByteBuffer*,
+                                                          grpc::ByteBuffer*) {
+  return finish_with(call, unimplemented(*call, "StartProfile"));
+}
+
+grpc::ServerUnaryReactor* VllmEngineService::StopProfile(grpc::CallbackServerContext* call,
+                                                         const grpc::ByteBuffer*,
+                                                         grpc::ByteBuffer*) {
+  return finish_with(call, unimplemented(*call, "StopProfile"));
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* VllmEngineService::GetTokenizer(
+    grpc::CallbackServerContext* call, const grpc::ByteBuffer*) {
+  return new FinishedWriteReactor(unimplemented(*call, "GetTokenizer"));
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* VllmEngineService::SubscribeKvEvents(
+    grpc::CallbackServerContext* call, const grpc::ByteBuffer*) {
+  return new FinishedWriteReactor(unimplemented(*call, "SubscribeKvEvents"));
+}
+
+grpc::Status VllmEngineService::health_check(wire::HealthCheckResponse* response) const {
   const runtime::Scheduler* engine = context_.engine();
-  if (engine == nullptr) return finish_with(call, loading_status());
+  if (engine == nullptr) return loading_status();
   if (context_.current_state() == ServingState::kDraining) {
     response->set_healthy(false);
     response->set_message("draining: the server is shutting down");
-    return finish_with(call, grpc::Status::OK);
+    return grpc::Status::OK;
   }
   const runtime::SchedulerLoad load = engine->load();
   const auto silent = runtime::Clock::now() - load.heartbeat;
@@ -63,36 +152,27 @@ grpc::ServerUnaryReactor* VllmEngineService::HealthCheck(grpc::CallbackServerCon
     response->set_message(
         "the engine loop has not advanced for " +
         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(silent).count()) + " s");
-    return finish_with(call, grpc::Status::OK);
+    return grpc::Status::OK;
   }
   response->set_healthy(true);
   response->set_message("Health");
-  return finish_with(call, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* VllmEngineService::Abort(grpc::CallbackServerContext* call,
-                                                   const wire::AbortRequest* request,
-                                                   wire::AbortResponse*) {
-  grpc::Status auth = check_api_key(context_.api_keys, *call);
-  if (!auth.ok()) return finish_with(call, std::move(auth));
+grpc::Status VllmEngineService::abort_requests(const wire::AbortRequest& request) const {
   runtime::Scheduler* engine = context_.engine();
-  if (engine == nullptr) return finish_with(call, loading_status());
-  if (request->request_ids_size() > kMaxAbortIds) {
-    return finish_with(
-        call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                           "request_ids lists " + std::to_string(request->request_ids_size()) +
-                               " ids; the limit is " + std::to_string(kMaxAbortIds)));
+  if (engine == nullptr) return loading_status();
+  if (request.request_ids_size() > kMaxAbortIds) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "request_ids lists " + std::to_string(request.request_ids_size()) +
+                            " ids; the limit is " + std::to_string(kMaxAbortIds));
   }
-  for (const std::string& id : request->request_ids()) engine->cancel(id);
-  return finish_with(call, grpc::Status::OK);
+  for (const std::string& id : request.request_ids()) engine->cancel(id);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* VllmEngineService::GetModelInfo(grpc::CallbackServerContext* call,
-                                                          const wire::GetModelInfoRequest*,
-                                                          wire::GetModelInfoResponse* response) {
-  grpc::Status auth = check_api_key(context_.api_keys, *call);
-  if (!auth.ok()) return finish_with(call, std::move(auth));
-  if (context_.engine() == nullptr) return finish_with(call, loading_status());
+grpc::Status VllmEngineService::model_info(wire::GetModelInfoResponse* response) const {
+  if (context_.engine() == nullptr) return loading_status();
   const ServedModelInfo& m = context_.model;
   response->set_model_path(m.model_path);
   response->set_is_generation(true);
@@ -108,16 +188,12 @@ grpc::ServerUnaryReactor* VllmEngineService::GetModelInfo(grpc::CallbackServerCo
   response->set_bos_token_id(m.bos_token_id);
   // The longest prompt that still leaves room for one generated token.
   response->set_max_req_input_len(static_cast<int32_t>(m.context_length - 1));
-  return finish_with(call, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* VllmEngineService::GetServerInfo(grpc::CallbackServerContext* call,
-                                                           const wire::GetServerInfoRequest*,
-                                                           wire::GetServerInfoResponse* response) {
-  grpc::Status auth = check_api_key(context_.api_keys, *call);
-  if (!auth.ok()) return finish_with(call, std::move(auth));
+grpc::Status VllmEngineService::server_info(wire::GetServerInfoResponse* response) const {
   const runtime::Scheduler* engine = context_.engine();
-  if (engine == nullptr) return finish_with(call, loading_status());
+  if (engine == nullptr) return loading_status();
   response->set_active_requests(static_cast<uint32_t>(engine->in_flight()));
   response->set_is_paused(context_.current_state() == ServingState::kDraining);
   response->set_last_receive_timestamp(
@@ -127,20 +203,17 @@ grpc::ServerUnaryReactor* VllmEngineService::GetServerInfo(grpc::CallbackServerC
           .count());
   response->set_server_type("tandem-grpc");
   response->set_data_parallel_size(1);
-  return finish_with(call, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* VllmEngineService::GetLoads(grpc::CallbackServerContext* call,
-                                                      const wire::GetLoadsRequest* request,
-                                                      wire::GetLoadsResponse* response) {
-  grpc::Status auth = check_api_key(context_.api_keys, *call);
-  if (!auth.ok()) return finish_with(call, std::move(auth));
+grpc::Status VllmEngineService::loads(const wire::GetLoadsRequest& request,
+                                      wire::GetLoadsResponse* response) const {
   const runtime::Scheduler* engine = context_.engine();
-  if (engine == nullptr) return finish_with(call, loading_status());
-  if (request->has_dp_rank() && request->dp_rank() != 0) {
-    return finish_with(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                          "dp_rank " + std::to_string(request->dp_rank()) +
-                                              " does not exist; this server has one rank, 0"));
+  if (engine == nullptr) return loading_status();
+  if (request.has_dp_rank() && request.dp_rank() != 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "dp_rank " + std::to_string(request.dp_rank()) +
+                            " does not exist; this server has one rank, 0");
   }
   const runtime::SchedulerLoad load = engine->load();
   response->set_timestamp(iso8601_now());
@@ -157,7 +230,7 @@ grpc::ServerUnaryReactor* VllmEngineService::GetLoads(grpc::CallbackServerContex
                                                     static_cast<double>(load.kv_total_blocks)
                                               : 0.0);
   l->set_max_running_requests(static_cast<int32_t>(context_.scheduler->limits().max_running));
-  return finish_with(call, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 }  // namespace tandem::server

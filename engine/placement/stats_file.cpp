@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -199,8 +201,17 @@ Status save_stats(const ActivationStats& stats, const std::string& path) {
   text += "  ]\n}\n";
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return permission_denied_error(tmp + ": cannot be created");
+    if (!out) {
+      // The open's errno tells a missing directory from a refused one.
+      const int err = errno;
+      const std::string why = tmp + ": cannot be created" +
+                              (err != 0 ? std::string(": ") + std::strerror(err) : std::string());
+      if (err == ENOENT || err == ENOTDIR) return not_found_error(why);
+      if (err == EACCES || err == EPERM || err == EROFS) return permission_denied_error(why);
+      return internal_error(why);
+    }
     out << text;
     out.flush();
     if (!out) return internal_error(tmp + ": write failed");

@@ -26,8 +26,10 @@ nlohmann::json stats_to_json(const ActivationStats& stats);
 // than kStatsFormatVersion. Pure; any thread.
 Result<ActivationStats> stats_from_json(const nlohmann::json& json);
 
-// Writes the file atomically (a temporary file in the same directory, then rename).
-// INTERNAL/PERMISSION_DENIED-style errors name the path. Blocking I/O.
+// Writes the file atomically (a temporary file in the same directory, then rename). Errors name
+// the path and the system's reason: NOT_FOUND when the directory does not exist,
+// PERMISSION_DENIED when it may not be written (including a read-only file system), INTERNAL
+// otherwise. Blocking I/O.
 Status save_stats(const ActivationStats& stats, const std::string& path);
 // Reads a statistics file; errors are prefixed with the path. Blocking I/O.
 Result<ActivationStats> load_stats(const std::string& path);

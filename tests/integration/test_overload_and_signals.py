@@ -1,12 +1,15 @@
 # Integration tests of tandemd under overload and shutdown signals: fast RESOURCE_EXHAUSTED beyond
-# the queue, SIGTERM draining (grace long and short), and a second SIGTERM exiting at once.
+# the queue, SIGTERM draining (grace long and short), one SIGTERM delivered twice (GNU timeout), a
+# SIGTERM while starting, and a second signal exiting at once.
 import json
+import os
 import signal
+import subprocess
 import threading
 import time
 
 import grpc
-from conftest import generate
+from conftest import REPO, TANDEMD, free_port, generate
 from grpc_health.v1 import health_pb2
 from smg_grpc_proto import vllm_engine_pb2 as pb
 
@@ -62,8 +65,9 @@ def wait_not_serving(daemon, timeout=10):
 
 
 def test_overload_excess_gets_resource_exhausted(tandemd):
-    d = tandemd("--server.max_queued_requests=2")
-    n = 12
+    # server.max_queued_requests counts the requests waiting beyond a full batch: 8 run, 4 wait.
+    d = tandemd("--server.max_running_requests=8", "--server.max_queued_requests=4")
+    n = 16
     results = [None] * n
     start = threading.Barrier(n)
 
@@ -84,8 +88,9 @@ def test_overload_excess_gets_resource_exhausted(tandemd):
     exhausted = [r for r in results if r[0] == grpc.StatusCode.RESOURCE_EXHAUSTED]
     assert len(ok) + len(exhausted) == n, [r[0] for r in results]
     assert exhausted, "no request was refused"
-    # docs/api.md: the queue is full when server.max_queued_requests requests are in flight.
-    assert len(ok) == 2, f"admitted {len(ok)}, refused {len(exhausted)}"
+    # docs/api.md: the queue is full when max_running_requests + max_queued_requests requests are
+    # in flight.
+    assert len(ok) == 12, f"admitted {len(ok)}, refused {len(exhausted)}"
     for _, _, done in ok:
         assert done.finish_reason == "length"
         assert len(done.output_ids) == LONG["max_tokens"]
@@ -148,16 +153,79 @@ def test_sigterm_short_grace_aborts(tandemd):
     assert d.wait_exit() == 0, d.log()
 
 
+def test_repeated_sigterm_is_one_request(tandemd, tmp_path):
+    """GNU timeout signals the child and then its process group: one stop, delivered twice."""
+    stats = tmp_path / "out-stats.json"
+    d = tandemd(f"--placement.stats_output_path={stats}")
+    streams = [Stream(d, f"repeat-{i}", **LONG) for i in range(4)]
+    for s in streams:
+        assert s.first.wait(30)
+    os.kill(d.proc.pid, signal.SIGTERM)
+    os.kill(d.proc.pid, signal.SIGTERM)
+    assert wait_not_serving(d) == health_pb2.HealthCheckResponse.NOT_SERVING
+    for s in streams:
+        s.join()
+        assert s.error is None, s.error
+        assert s.complete is not None and s.complete.finish_reason == "length"
+        assert s.tokens == LONG["max_tokens"]
+    assert d.wait_exit() == 0, d.log()
+    assert "the same request" in d.log()
+    data = json.loads(stats.read_text())
+    assert data["tokens"] >= 4 * LONG["max_tokens"]
+
+
+def test_sigterm_while_starting_exits_cleanly(tmp_path):
+    """A SIGTERM before the model loads (here: while tandemd waits to read its configuration,
+    a FIFO nobody writes yet) exits 0 instead of killing the process by the signal."""
+    fifo = tmp_path / "tandem.yaml"
+    os.mkfifo(fifo)
+    log = tmp_path / "start.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(TANDEMD), "--config", str(fifo),
+                                 f"--server.port={free_port()}", f"--metrics.port={free_port()}"],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        time.sleep(0.5)
+        assert proc.poll() is None, log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+    assert rc == 0, f"exit {rc} after a SIGTERM while starting:\n{log.read_text()}"
+    assert "SIGTERM while starting" in log.read_text()
+    # And once the configuration is read, while the model loads.
+    for delay in (0.2,):
+        proc = subprocess.Popen([str(TANDEMD), f"--server.port={free_port()}",
+                                 f"--metrics.port={free_port()}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=REPO)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, f"SIGTERM {delay * 1000:.0f} ms after start"
+
+
 def test_second_sigterm_exits_at_once(tandemd):
     d = tandemd()
-    streams = [Stream(d, f"twice-{i}", **LONG) for i in range(4)]
+    streams = [Stream(d, f"twice-{i}", **LONG) for i in range(16)]
     for s in streams:
         assert s.first.wait(30)
     d.signal(signal.SIGTERM)
     assert wait_not_serving(d) == health_pb2.HealthCheckResponse.NOT_SERVING
+    # Past the window in which a repeated SIGTERM is the same request.
+    time.sleep(1.2)
+    assert d.proc.poll() is None, f"the drain ended within 1.2 s:\n{d.log()}"
     d.signal(signal.SIGTERM)
     assert d.wait_exit(timeout=10) == 1, d.log()
     for s in streams:
         s.join()
         # Cut off: no normal end of the stream.
         assert s.error is not None or s.complete is None or s.complete.finish_reason != "length"
+
+
+def test_second_sigint_exits_at_once(tandemd):
+    d = tandemd()
+    streams = [Stream(d, f"int-{i}", **LONG) for i in range(4)]
+    for s in streams:
+        assert s.first.wait(30)
+    d.signal(signal.SIGINT)
+    assert wait_not_serving(d) == health_pb2.HealthCheckResponse.NOT_SERVING
+    d.signal(signal.SIGINT)
+    assert d.wait_exit(timeout=10) == 1, d.log()
+    for s in streams:
+        s.join()

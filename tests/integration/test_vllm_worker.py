@@ -243,6 +243,28 @@ def test_embed_and_get_tokenizer_unimplemented(demo):
     assert code == grpc.StatusCode.UNIMPLEMENTED
 
 
+def raw_call(daemon, method, body, metadata=None):
+    """A unary call with hand-made request bytes; returns the RpcError it must end with."""
+    call = daemon.channel.unary_unary(method)  # bytes in, bytes out
+    with pytest.raises(grpc.RpcError) as e:
+        call(body, timeout=5, metadata=metadata)
+    return e.value
+
+
+def test_unparsable_requests_invalid_argument(demo):
+    body = pb.GenerateRequest(request_id="id-QQ", tokenized=pb.TokenizedInput(input_ids=[1, 2]),
+                              sampling_params=pb.SamplingParams(max_tokens=2)).SerializeToString()
+    bad_utf8 = body.replace(b"QQ", b"\xc3\x28")
+    e = raw_call(demo, "/vllm.grpc.engine.VllmEngine/Generate", bad_utf8)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "field 'request_id' is not valid UTF-8" in e.details()
+    for method in ("GetLoads", "Abort", "HealthCheck"):
+        e = raw_call(demo, f"/vllm.grpc.engine.VllmEngine/{method}", b"\x0a\x64xy")
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, method
+        assert "malformed protobuf at byte 0" in e.details(), method
+    assert demo.vllm.HealthCheck(pb.HealthCheckRequest(), timeout=5).healthy
+
+
 def test_get_loads(demo):
     resp = demo.vllm.GetLoads(pb.GetLoadsRequest(include=["core"]), timeout=5)
     assert resp.dp_rank_count == 1
@@ -288,6 +310,15 @@ def test_api_keys(tandemd):
         assert code == grpc.StatusCode.UNAUTHENTICATED
         code = rpc_code(generate, d, DEMO_PROMPT, max_tokens=2, metadata=md)
         assert code == grpc.StatusCode.UNAUTHENTICATED
+        # The methods Tandem does not implement check the key too (docs/api.md).
+        code = rpc_code(d.vllm.Embed, pb.EmbedRequest(request_id="e"), timeout=5, metadata=md)
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        code = rpc_code(d.vllm.GetTokenizer, common_pb2.GetTokenizerRequest(), timeout=5,
+                        metadata=md)
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+    code = rpc_code(d.vllm.Embed, pb.EmbedRequest(request_id="e"), timeout=5,
+                    metadata=d.metadata())
+    assert code == grpc.StatusCode.UNIMPLEMENTED
     # Health stays open for probes; the right key works.
     assert d.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status == \
         health_pb2.HealthCheckResponse.SERVING
@@ -311,6 +342,16 @@ def test_tandem_get_placement(demo, tandem_pb):
     assert len(p.layers) == p.num_moe_layers
     assert p.num_gpu_experts == sum(len(layer.gpu_expert_ids) for layer in p.layers)
     assert p.cpu_expert_bytes > 0
+
+
+def test_tandem_request_counters_bound_the_id(demo, tandem_pb):
+    tpb, tpbg = tandem_pb
+    stub = tpbg.TandemStub(demo.channel)
+    with pytest.raises(grpc.RpcError) as e:
+        stub.GetRequestMoeCounters(tpb.GetRequestMoeCountersRequest(request_id="x" * 20000),
+                                   timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.details() == "request_id: 20000 bytes; the limit is 256"
 
 
 def test_tandem_activation_stats_grow_and_dump(demo, tandem_pb):

@@ -97,6 +97,15 @@ TEST_CASE("stats file: save and load round trip, merge of two files", "[placemen
   std::filesystem::remove(path);
 }
 
+TEST_CASE("stats file: saving into a missing directory says so", "[placement]") {
+  const ActivationStats a = ActivationStats::create(identity()).value();
+  const std::string path = temp_path("no_such_dir") + "/stats.json";
+  const Status s = save_stats(a, path);
+  CHECK(s.code() == StatusCode::kNotFound);
+  CHECK_THAT(s.message(), Catch::Contains(path + ".tmp.") &&
+                              Catch::Contains("cannot be created: No such file or directory"));
+}
+
 TEST_CASE("stats file: a file for another model names the differing field", "[placement]") {
   const std::string path = temp_path("other.json");
   write(path, kValid);

@@ -57,5 +57,32 @@ TEST_CASE("start_model refuses a missing model, statistics of another model", "[
   CHECK_THAT(mismatch.status().message(), Catch::Contains("fingerprint"));
 }
 
+TEST_CASE("model.context_length above the model's is refused naming both numbers", "[server]") {
+  config::Config c = demo_config();
+  c.model.context_length = 100000;
+  const Result<StartedModel> too_long = start_model(c);
+  REQUIRE_FALSE(too_long.ok());
+  CHECK(too_long.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(too_long.status().message(), Catch::Contains("model.context_length 100000") &&
+                                              Catch::Contains("512 tokens") &&
+                                              Catch::Contains("demo-moe-q8_0.gguf"));
+  // The model's own length, less, or 0 (the model's) are fine.
+  for (const int n : {512, 100, 0}) {
+    c.model.context_length = n;
+    CHECK(start_model(c).ok());
+  }
+}
+
+TEST_CASE("check_context_length", "[server]") {
+  CHECK(check_context_length(0, 512, "m.gguf").ok());
+  CHECK(check_context_length(512, 512, "m.gguf").ok());
+  CHECK(check_context_length(8192, 0, "m.gguf").ok());  // the model declares no length
+  const Status over = check_context_length(513, 512, "m.gguf");
+  CHECK(over.code() == StatusCode::kInvalidArgument);
+  CHECK(over.message() ==
+        "model.context_length 513 is larger than the 512 tokens of context that m.gguf declares; "
+        "set it to at most 512, or 0 for the model's own");
+}
+
 }  // namespace
 }  // namespace tandem::server

@@ -20,6 +20,7 @@
 #include "engine/base/check.h"
 #include "engine/placement/stats_file.h"
 #include "server/model_startup.h"
+#include "tests/server/raw_call.h"
 
 namespace tandem::server {
 namespace {
@@ -92,12 +93,14 @@ class TestServer {
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     TANDEM_CHECK(server_ != nullptr && port > 0);
-    stub_ = v1::Tandem::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                    grpc::InsecureChannelCredentials()));
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Tandem::NewStub(channel_);
   }
   ~TestServer() { server_->Shutdown(); }
 
   v1::Tandem::Stub& stub() { return *stub_; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   MoeActivity& activity() { return *activity_; }
   ServingContext& context() { return context_; }
 
@@ -114,6 +117,7 @@ class TestServer {
   std::unique_ptr<MoeActivity> activity_;
   std::unique_ptr<TandemService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Tandem::Stub> stub_;
 };
 
@@ -385,6 +389,53 @@ TEST_CASE("GetRequestMoeCounters follows a request from start to finish", "[serv
   server.activity().on_finished("r1");
   REQUIRE(ask("r1", &r).ok());
   CHECK(r.state() == v1::REQUEST_STATE_FINISHED);
+}
+
+TEST_CASE("GetRequestMoeCounters bounds request_id as Generate does, without echoing it",
+          "[server][grpc]") {
+  TestServer server("");
+  auto ask = [&](const std::string& id) {
+    v1::GetRequestMoeCountersRequest req;
+    req.set_request_id(id);
+    grpc::ClientContext ctx;
+    v1::GetRequestMoeCountersResponse r;
+    return server.stub().GetRequestMoeCounters(&ctx, req, &r);
+  };
+  const size_t limit = GenerateMappingLimits{}.max_request_id_bytes;
+  REQUIRE(limit == 256);
+  CHECK(ask(std::string(limit, 'a')).error_code() == grpc::StatusCode::NOT_FOUND);
+  for (const size_t n : {limit + 1, size_t{20000}}) {
+    const grpc::Status long_id = ask(std::string(n, 'b'));
+    CHECK(long_id.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(long_id.error_message() ==
+          "request_id: " + std::to_string(n) + " bytes; the limit is 256");
+  }
+}
+
+TEST_CASE("tandem.v1 requests that do not parse get INVALID_ARGUMENT after the key check",
+          "[server][grpc]") {
+  TestServer server("", {"key-0123456789"});
+  // GetRequestMoeCountersRequest.request_id (field 1) holding a lone continuation byte.
+  const std::string bad_utf8(
+      "\x0A\x03"
+      "a\x80"
+      "b",
+      5);
+  const std::string method = "/tandem.v1.Tandem/GetRequestMoeCounters";
+  CHECK(raw_unary_call(server.channel(), method, bad_utf8).status.error_code() ==
+        grpc::StatusCode::UNAUTHENTICATED);
+  const RawReply r = raw_unary_call(server.channel(), method, bad_utf8, "key-0123456789");
+  CHECK(r.status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(r.status.error_message() ==
+        "the request is not a valid tandem.v1.GetRequestMoeCountersRequest: field 'request_id' "
+        "is not valid UTF-8 (byte 1 of the string); proto3 strings must be UTF-8");
+  for (const char* m : {"GetPlacement", "GetActivationStats", "DumpActivationStats"}) {
+    INFO(m);
+    const RawReply g = raw_unary_call(server.channel(), std::string("/tandem.v1.Tandem/") + m,
+                                      std::string("\xFF", 1), "key-0123456789");
+    CHECK(g.status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(g.status.error_message(), Catch::Contains("malformed protobuf at byte 0"));
+  }
 }
 
 TEST_CASE("tandem.v1 checks the API key first and is UNAVAILABLE while loading or draining",

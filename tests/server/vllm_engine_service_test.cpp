@@ -18,6 +18,7 @@
 #include "server/engine_startup.h"
 #include "server/grpc_server.h"
 #include "server/model_startup.h"
+#include "tests/server/raw_call.h"
 
 namespace tandem::server {
 namespace {
@@ -349,11 +350,14 @@ TEST_CASE("Abort and client cancellation end a running request", "[server][grpc]
 TEST_CASE("more requests than the queue holds: the excess fails fast, the rest complete",
           "[server][grpc]") {
   config::Config c;
-  c.server.max_queued_requests = 2;
+  // server.max_queued_requests counts the requests waiting beyond a full batch: 8 may run and 4
+  // wait, so 12 are accepted.
+  c.server.max_running_requests = 8;
+  c.server.max_queued_requests = 4;
   // The engine loop is held, so the queue fills deterministically.
   Served s(c, /*serve=*/true, /*run_loop=*/false);
   const Reference ref = fox_reference();
-  std::vector<Collected> admitted(2);
+  std::vector<Collected> admitted(12);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < admitted.size(); ++i) {
     threads.emplace_back([&, i] {
@@ -362,10 +366,11 @@ TEST_CASE("more requests than the queue holds: the excess fails fast, the rest c
     });
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (s.engine->scheduler->in_flight() < 2 && std::chrono::steady_clock::now() < until) {
+  while (s.engine->scheduler->in_flight() < admitted.size() &&
+         std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(milliseconds(2));
   }
-  REQUIRE(s.engine->scheduler->in_flight() == 2);
+  REQUIRE(s.engine->scheduler->in_flight() == admitted.size());
   for (int i = 0; i < 6; ++i) {
     const Collected excess =
         run_generate(*s.stub, greedy_request("x" + std::to_string(i), ref.prompt, 40, false));
@@ -398,6 +403,75 @@ TEST_CASE("API keys are required on every VllmEngine call when configured", "[se
   CHECK(denied.status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   ctx = client_context("secret-key-1");
   CHECK(s.stub->GetModelInfo(ctx.get(), wire::GetModelInfoRequest(), &info).ok());
+}
+
+TEST_CASE("the methods Tandem does not implement check the API key first", "[server][grpc]") {
+  config::Config c;
+  c.server.api_keys = {"secret-key-1"};
+  Served s(c, /*serve=*/false);
+  const std::vector<std::string> methods = {"Embed",       "FlushCache",   "StartProfile",
+                                            "StopProfile", "GetTokenizer", "SubscribeKvEvents"};
+  for (const std::string& m : methods) {
+    INFO(m);
+    const std::string method = "/vllm.grpc.engine.VllmEngine/" + m;
+    CHECK(raw_unary_call(s.channel, method, "").status.error_code() ==
+          grpc::StatusCode::UNAUTHENTICATED);
+    CHECK(raw_unary_call(s.channel, method, "", "wrong-key-1").status.error_code() ==
+          grpc::StatusCode::UNAUTHENTICATED);
+    // The body is never looked at before the key: garbage is still UNAUTHENTICATED.
+    CHECK(raw_unary_call(s.channel, method, std::string("\xFF\xFF", 2)).status.error_code() ==
+          grpc::StatusCode::UNAUTHENTICATED);
+    const RawReply with_key = raw_unary_call(s.channel, method, "", "secret-key-1");
+    CHECK(with_key.status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+    CHECK_THAT(with_key.status.error_message(), Catch::Contains(m + " is not implemented"));
+  }
+  // Without keys configured they are UNIMPLEMENTED, naming the method.
+  Served open(config::Config{}, /*serve=*/false);
+  const RawReply embed = raw_unary_call(open.channel, "/vllm.grpc.engine.VllmEngine/Embed", "");
+  CHECK(embed.status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+  CHECK_THAT(embed.status.error_message(), Catch::Contains("Embed"));
+}
+
+TEST_CASE("requests that do not parse get INVALID_ARGUMENT naming the problem", "[server][grpc]") {
+  config::Config c;
+  c.server.api_keys = {"secret-key-1"};
+  Served s(c);
+  const Reference ref = fox_reference();
+  // A Generate request whose request_id holds an invalid UTF-8 byte.
+  std::string generate = greedy_request("id-QQ", ref.prompt, 4, false).SerializeAsString();
+  generate.replace(generate.find("QQ"), 2, "\xC3\x28");
+  const RawReply bad_utf8 =
+      raw_unary_call(s.channel, "/vllm.grpc.engine.VllmEngine/Generate", generate, "secret-key-1");
+  CHECK(bad_utf8.status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(bad_utf8.status.error_message(),
+             Catch::Contains("vllm.grpc.engine.GenerateRequest") &&
+                 Catch::Contains("field 'request_id' is not valid UTF-8"));
+  // The key still comes first.
+  CHECK(raw_unary_call(s.channel, "/vllm.grpc.engine.VllmEngine/Generate", generate)
+            .status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+
+  // Bytes that are not protobuf at all, on every unary method.
+  const std::string garbage("\x0A\x64xy", 4);
+  for (const char* m : {"HealthCheck", "Abort", "GetModelInfo", "GetServerInfo", "GetLoads"}) {
+    INFO(m);
+    const RawReply r = raw_unary_call(s.channel, std::string("/vllm.grpc.engine.VllmEngine/") + m,
+                                      garbage, "secret-key-1");
+    CHECK(r.status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(r.status.error_message(), Catch::Contains("malformed protobuf at byte 0"));
+  }
+  // The server keeps serving: a valid request after the bad ones.
+  auto ctx = client_context("secret-key-1");
+  const Collected ok =
+      run_generate(*s.stub, greedy_request("after", ref.prompt, 4, false), ctx.get());
+  CHECK(ok.status.ok());
+  // A valid message sent raw is answered as through the stub.
+  const RawReply health =
+      raw_unary_call(s.channel, "/vllm.grpc.engine.VllmEngine/HealthCheck",
+                     wire::HealthCheckRequest().SerializeAsString(), "secret-key-1");
+  REQUIRE(health.status.ok());
+  wire::HealthCheckResponse h;
+  REQUIRE(h.ParseFromString(health.bytes));
+  CHECK(h.healthy());
 }
 
 }  // namespace
