@@ -55,8 +55,8 @@ TEST_CASE("windowed ring: logits bit-identical to a cache of every position, mem
         std::pair{size_t{16}, size_t{2}}}) {
     INFO("ring block rows " << block_rows);
     DenseKvCache every(spec.n_layers, spec.kv_dim(), 256);  // windows applied by the mask only
-    WindowedKvCache ring(std::make_unique<DenseKvCache>(2, spec.kv_dim(), 256),
-                         runner.kv_layout(), spec.kv_dim(), 256, block_rows);
+    WindowedKvCache ring(std::make_unique<DenseKvCache>(2, spec.kv_dim(), 256), runner.kv_layout(),
+                         spec.kv_dim(), 256, block_rows);
     const auto want = decode(runner, every, ids, 60);
     const auto got = decode(runner, ring, ids, 60);
     CHECK(got == want);
