@@ -1,6 +1,8 @@
 // CpuExpertWorker: the ExpertWorker that computes routed experts on the CPU with a ThreadPool.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -24,28 +26,40 @@ struct ExpertMatrices {
   const float* down_bias = nullptr;  // [hidden]
 };
 
-// Views (never copies) the routed-expert weights of every MoE layer. The ModelWeights (and the
-// checkpoint mapping behind it) and the pool must outlive the worker. A layer's share runs as three
-// pool phases, not a fork-join per expert or per matmul: (1) every (expert, block of 32 ffn rows)
-// item computes its gate and up rows (+ biases) for all of the expert's tokens and the activation
-// (spec.expert_activation: SiLU(gate) * up, or GPT-OSS's clamped SwiGLU) in place;
-// (2) the hidden activations are quantized once; (3) every (expert, block of 64 hidden rows) item
-// computes its down rows (+ bias) and writes them into the pairs' output rows. Each token's input
-// is quantized once per layer. Weights meet activations in `mode` (the engine passes kQuantized:
-// each type's paired format, llama.cpp's CPU arithmetic). Every output element is computed by
-// one thread with the same arithmetic whatever the split, so results are bit-identical for any
-// thread count and any split of the pairs across workers. One type per projection in a layer
-// (create() refuses a mix).
-// run() is called by one thread at a time (the forward pass's, or a MoeLayer helper thread);
-// while it runs, nobody else may call parallel_for on the same pool (MoeLayer guarantees this
-// through thread_pool()).
+// Views the routed-expert weights of every MoE layer; with `interleave` (the default), the
+// matrices of a type whose interleaved layout the active kernels prefer (MXFP4 with AVX2 on the
+// quantized path: kernels::interleaved_layout_preferred) are instead copied once, at create(),
+// into interleaved buffers the worker owns and frees (kernels::WeightLayout::kInterleaved8;
+// bit-identical results, faster kernels). That copy costs the experts' bytes again, in anonymous
+// memory (about the whole checkpoint for GPT-OSS); the worker no longer reads the mapping's expert
+// pages, which then stay only as reclaimable page cache (advised cold). interleave = false keeps
+// the mapping only, for memory-tight hosts. The ModelWeights (and the checkpoint mapping behind it)
+// and the pool must outlive the worker.
+//
+// A layer's share runs as three pool phases, not a fork-join per expert or per matmul: (1) every
+// (expert, block of 32 ffn rows) item computes its gate and up rows (+ biases) for all of the
+// expert's tokens and the activation (spec.expert_activation: SiLU(gate) * up, or GPT-OSS's
+// clamped SwiGLU) in place; (2) the hidden activations are quantized once; (3) every (expert,
+// block of 64 hidden rows) item computes its down rows (+ bias) and writes them into the pairs'
+// output rows. Each token's input is quantized once per layer. Weights meet activations in `mode`
+// (the engine passes kQuantized: each type's paired format, llama.cpp's CPU arithmetic). Every
+// output element is computed by one thread with the same arithmetic whatever the split, so results
+// are bit-identical for any thread count and any split of the pairs across workers. One type per
+// projection in a layer (create() refuses a mix). run() is called by one thread at a time (the
+// forward pass's, or a MoeLayer helper thread); while it runs, nobody else may call parallel_for on
+// the same pool (MoeLayer guarantees this through thread_pool()).
 class CpuExpertWorker final : public ExpertWorker {
  public:
   // INVALID_ARGUMENT / UNIMPLEMENTED when an expert matrix has a type or size the kernels refuse.
+  // The interleaved copies are made on the pool (parallel_for; same thread rules as run()).
   static Result<std::unique_ptr<CpuExpertWorker>> create(const model::ModelSpec& spec,
                                                          const model::ModelWeights& weights,
                                                          ThreadPool* pool,
-                                                         kernels::MatmulActivations mode);
+                                                         kernels::MatmulActivations mode,
+                                                         bool interleave = true);
+
+  // Bytes of the interleaved expert copies the worker owns (0 without them).
+  size_t interleaved_bytes() const { return interleaved_bytes_; }
 
   std::string_view name() const override { return "cpu"; }
   Status run(const ExpertJob& job) override;
@@ -53,11 +67,19 @@ class CpuExpertWorker final : public ExpertWorker {
 
  private:
   CpuExpertWorker() = default;
+  // Replaces the layer's views that interleaves() picks by interleaved copies in one owned buffer.
+  Status interleave_layer(size_t layer);
   // item(i) for i < n_items over the pool (one item per chunk).
   void run_parallel(size_t n_items, const std::function<void(size_t)>& item);
 
   std::vector<std::vector<ExpertMatrices>> layers_;  // empty for dense layers
   std::vector<std::vector<float>> biases_;  // per layer: gate, up, down biases back to back
+  struct FreeBuffer {
+    void operator()(uint8_t* p) const;
+  };
+  // Per layer, the interleaved copies of its expert matrices (null where the layer has none).
+  std::vector<std::unique_ptr<uint8_t, FreeBuffer>> interleaved_;
+  size_t interleaved_bytes_ = 0;
   model::ExpertActivation activation_ = model::ExpertActivation::kSwiGlu;
   ThreadPool* pool_ = nullptr;
   kernels::MatmulActivations mode_ = kernels::MatmulActivations::kFloat;

@@ -63,8 +63,9 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
   r->mode_ = options.quantized_activations ? kernels::MatmulActivations::kQuantized
                                            : kernels::MatmulActivations::kFloat;
   r->pool_ = std::make_unique<ThreadPool>(options.threads);
-  TANDEM_ASSIGN_OR_RETURN(
-      r->cpu_worker_, experts::CpuExpertWorker::create(spec, weights, r->pool_.get(), r->mode_));
+  TANDEM_ASSIGN_OR_RETURN(r->cpu_worker_,
+                          experts::CpuExpertWorker::create(spec, weights, r->pool_.get(), r->mode_,
+                                                           options.interleave_experts));
   r->moe_ = std::make_unique<experts::MoeLayer>(
       std::vector<experts::ExpertWorker*>{r->cpu_worker_.get()});
   return r;

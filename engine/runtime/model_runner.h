@@ -33,6 +33,10 @@ struct RunnerOptions {
   bool quantized_activations = true;
   // Context limit of new KV caches; 0 = the model's context_length.
   size_t context_length = 0;
+  // The CPU expert worker copies the expert matrices whose interleaved layout the kernels prefer
+  // (MXFP4 with AVX2) into owned interleaved buffers at start (experts::CpuExpertWorker: faster,
+  // bit-identical, but the experts' bytes again in memory). false: the mapping only.
+  bool interleave_experts = true;
 };
 
 // runtime.threads and model.context_length of the configuration.

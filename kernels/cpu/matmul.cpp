@@ -45,11 +45,20 @@ ActivationFormat matmul_activation_format(TensorType type, MatmulActivations mod
   return row != nullptr ? row->activations : ActivationFormat::kF32;
 }
 
+bool interleaved_layout_preferred(TensorType type) {
+  const WeightTypeKernels* row = weight_type_kernels(type);
+  const MatmulVariant v = active_matmul_variant();
+  return row != nullptr && row->interleave != nullptr && v != MatmulVariant::kScalar &&
+         row->interleaved_dot[static_cast<size_t>(v)] != nullptr;
+}
+
 namespace {
 
 // The float path on rows [row_begin, row_end): y[t * y_stride + (r - row_begin)].
 void float_rows(const WeightMatrix& w, const float* x, size_t n_tokens, float* y, size_t y_stride,
                 size_t row_begin, size_t row_end) {
+  TANDEM_CHECK_MSG(w.layout == WeightLayout::kRows,
+                   "matmul: an interleaved matrix needs the quantized path");
   const detail::MatmulKernels& k = detail::active_matmul_kernels();
   const size_t cols = w.cols;
   if (n_tokens <= kFloatDirectMaxTokens &&
@@ -90,7 +99,15 @@ void matmul_rows(const WeightMatrix& w, const ActivationRows& x, float* y, size_
   }
   const WeightTypeKernels* row = weight_type_kernels(w.type);
   TANDEM_CHECK(row != nullptr && row->activations == x.format);
-  const detail::QuantDotFn dot = row->dot[static_cast<size_t>(active_matmul_variant())];
+  const size_t variant = static_cast<size_t>(active_matmul_variant());
+  if (w.layout == WeightLayout::kInterleaved8) {
+    TANDEM_CHECK(row->interleave != nullptr);
+    detail::InterleavedDotFn dot = row->interleaved_dot[variant];
+    if (dot == nullptr) dot = row->interleaved_dot[static_cast<size_t>(MatmulVariant::kScalar)];
+    dot(w.data, row_begin, row_end, x, y, y_stride);
+    return;
+  }
+  const detail::QuantDotFn dot = row->dot[variant];
   dot(w.row_data(row_begin), w.row_bytes, row_end - row_begin, x, y, y_stride);
 }
 

@@ -25,6 +25,13 @@ enum class MatmulActivations { kFloat, kQuantized };
 // The activation format w's type meets in `mode` (kF32 for the float path).
 ActivationFormat matmul_activation_format(TensorType type, MatmulActivations mode);
 
+// Whether the quantized path is faster on an interleaved copy of a `type` matrix
+// (WeightLayout::kInterleaved8, interleave_rows8) than on its rows: the type has an interleaved
+// layout and the active variant a SIMD kernel for it. matmul_rows takes an interleaved matrix on
+// every variant either way (the scalar kernel where a variant has none), with bit-identical
+// results to the rows.
+bool interleaved_layout_preferred(TensorType type);
+
 // Shapes, for every function below: x holds n_tokens rows of w.cols floats, y n_tokens rows of
 // w.rows floats (row-major): y[t * w.rows + r] = sum_c x[t * w.cols + c] * W[r][c].
 // Mismatched spans are bugs of the caller (TANDEM_CHECK).
@@ -62,7 +69,8 @@ void matmul_rows(const WeightMatrix& w, std::span<const float> x, size_t n_token
 // matmul_activation_format(w.type, mode) names (kF32: the float path above; otherwise the type's
 // quantized dot product): y[t * y_stride + (r - row_begin)] for t < x.n_tokens and r in the
 // range, and no other element (y points at the first row's output of token 0). x.cols == w.cols
-// and y_stride >= row_end - row_begin (checked).
+// and y_stride >= row_end - row_begin (checked). An interleaved w (any row range) needs the
+// quantized path (checked); it gives the same bits as its rows.
 void matmul_rows(const WeightMatrix& w, const ActivationRows& x, float* y, size_t y_stride,
                  size_t row_begin, size_t row_end);
 

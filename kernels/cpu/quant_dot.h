@@ -1,5 +1,6 @@
 // The quantized dot-product kernels behind the weight-type table (internal to kernels/cpu): one
-// function per (weight type, instruction set), all of one signature.
+// function per (weight type, layout, instruction set), one signature per layout (plain rows,
+// interleaved row groups), and the repacks into the interleaved layouts.
 #pragma once
 
 #include <cstddef>
@@ -74,5 +75,33 @@ void dot_q5_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const Activa
                    float* y, size_t y_stride);
 void dot_q6_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride);
+
+// ---- Interleaved layouts (WeightLayout::kInterleaved8, weight_matrix.h): the rows in groups of
+// 8, group g (rows 8g .. 8g+7) at groups + g * 8 * row_bytes, a permutation of those rows' bytes;
+// a last partial group is padded with zero rows (their outputs are computed and dropped).
+//
+// Repack: writes the interleaved copy of `rows` plain rows (row_bytes apart, packed) to groups,
+// ceil(rows / 8) * 8 * row_bytes bytes (padding included). Pure, any thread.
+using RepackFn = void (*)(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups);
+// Dot product on an interleaved matrix: y[t * y_stride + (r - row_begin)] = dot(row r, activation
+// row t) for r in [row_begin, row_end) (any range; groups points at the matrix's first group) and
+// t < x.n_tokens, bit-identical to the plain-row kernel's reference semantics for the same type.
+// Pure, any thread, as QuantDotFn.
+using InterleavedDotFn = void (*)(const uint8_t* groups, size_t row_begin, size_t row_end,
+                                  const ActivationRows& x, float* y, size_t y_stride);
+
+// ---- MXFP4 x8: per group, the blocks in column order, 136 bytes each (8 rows x 17 bytes):
+//  byte i (i < 8):                    row i's exponent e;
+//  byte 8 + 32k + 4i + j (k, j < 4):  row i's quant byte 4k + j (low nibble: element 4k + j, high
+//                                     nibble: element 16 + 4k + j).
+// So the 8 exponents are one 8-byte load, and 32-bit lane i of the 32-byte load at 8 + 32k holds
+// row i's elements 4k .. 4k+3 (low nibbles) and 16+4k .. 16+4k+3 (high nibbles): with the
+// activation quants broadcast, each lane sums one row and no horizontal reduction is needed.
+// Arithmetic: dot_mxfp4_scalar's, per row.
+void repack_mxfp4_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups);
+void dot_mxfp4_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                         const ActivationRows& x, float* y, size_t y_stride);
+void dot_mxfp4_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                       const ActivationRows& x, float* y, size_t y_stride);
 
 }  // namespace tandem::kernels::detail

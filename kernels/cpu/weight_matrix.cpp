@@ -1,4 +1,4 @@
-// WeightMatrix validation, row conversion through dequantize(), and get_row.
+// WeightMatrix validation, the interleaved copy, row conversion through dequantize(), and get_row.
 #include "kernels/cpu/weight_matrix.h"
 
 #include <limits>
@@ -6,6 +6,7 @@
 
 #include "engine/base/check.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/weight_type_table.h"
 
 namespace tandem::kernels {
 
@@ -41,8 +42,26 @@ Result<WeightMatrix> make_weight_matrix(TensorType type, std::span<const uint8_t
   return w;
 }
 
+size_t interleaved_bytes(const WeightMatrix& w) {
+  return (w.rows + 7) / 8 * 8 * w.row_bytes;
+}
+
+WeightMatrix interleave_rows8(const WeightMatrix& w, std::span<uint8_t> dst) {
+  TANDEM_CHECK(w.layout == WeightLayout::kRows);
+  const WeightTypeKernels* row = weight_type_kernels(w.type);
+  TANDEM_CHECK_MSG(row != nullptr && row->interleave != nullptr,
+                   "interleave_rows8: the type has no interleaved layout");
+  TANDEM_CHECK(dst.size() == interleaved_bytes(w));
+  row->interleave(w.data, w.row_bytes, w.rows, dst.data());
+  WeightMatrix out = w;
+  out.data = dst.data();
+  out.layout = WeightLayout::kInterleaved8;
+  return out;
+}
+
 void weight_rows_to_float(const WeightMatrix& w, size_t row_begin, size_t row_end,
                           std::span<float> dst) {
+  TANDEM_CHECK_MSG(w.layout == WeightLayout::kRows, "weight_rows_to_float: interleaved matrix");
   TANDEM_CHECK(row_begin <= row_end && row_end <= w.rows);
   const size_t n = row_end - row_begin;
   TANDEM_CHECK(dst.size() >= n * w.cols);

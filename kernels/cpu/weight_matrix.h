@@ -12,18 +12,29 @@
 
 namespace tandem::kernels {
 
-// Row r occupies bytes [r * row_bytes, (r + 1) * row_bytes) of data; row_bytes =
-// tensor_type_bytes(type, cols). This is the ggml layout of a 2-D tensor with ne0 = cols and the
-// torch/safetensors layout of a [rows, cols] tensor. The bytes are owned by the caller (usually a
-// mapped checkpoint) and must outlive the view. A view is immutable and safe to share between
-// threads.
+// The byte order of a WeightMatrix's data.
+//  kRows:         row r at data + r * row_bytes (every type).
+//  kInterleaved8: the rows in groups of 8, group g (rows 8g .. 8g+7) at data + g * 8 * row_bytes
+//                 in the type's interleaved order (quant_dot.h; the types whose weight-type-table
+//                 row has `interleave`), the last group padded with zero rows. Only the quantized
+//                 path of matmul_rows reads it (activation rows in the type's format); the float
+//                 path, weight_rows_to_float and get_row take kRows only (TANDEM_CHECK).
+enum class WeightLayout : uint8_t { kRows, kInterleaved8 };
+
+// In the kRows layout row r occupies bytes [r * row_bytes, (r + 1) * row_bytes) of data;
+// row_bytes = tensor_type_bytes(type, cols) in both layouts. This is the ggml layout of a 2-D
+// tensor with ne0 = cols and the torch/safetensors layout of a [rows, cols] tensor. The bytes are
+// owned by the caller (usually a mapped checkpoint, or an interleaved copy) and must outlive the
+// view. A view is immutable and safe to share between threads.
 struct WeightMatrix {
   TensorType type = TensorType::kF32;
   const uint8_t* data = nullptr;
   size_t rows = 0;
   size_t cols = 0;
   size_t row_bytes = 0;
+  WeightLayout layout = WeightLayout::kRows;
 
+  // kRows only.
   const uint8_t* row_data(size_t r) const { return data + r * row_bytes; }
 };
 
@@ -33,6 +44,14 @@ struct WeightMatrix {
 // from a checkpoint are validated; the kernels that take a WeightMatrix trust it.
 Result<WeightMatrix> make_weight_matrix(TensorType type, std::span<const uint8_t> data, size_t rows,
                                         size_t cols);
+
+// Bytes of w's interleaved copy: ceil(rows / 8) * 8 * row_bytes.
+size_t interleaved_bytes(const WeightMatrix& w);
+
+// Writes the interleaved (kInterleaved8) copy of w — kRows, of a type whose weight-type-table row
+// has `interleave` (checked) — into dst, exactly interleaved_bytes(w) bytes (checked), and returns
+// the view of it (same type and shape; dst must outlive it). A plain byte permutation, any thread.
+WeightMatrix interleave_rows8(const WeightMatrix& w, std::span<uint8_t> dst);
 
 // Converts rows [row_begin, row_end) to float into dst (row-major, w.cols floats per row).
 // Unchecked beyond TANDEM_CHECKs of the bounds: a range outside the matrix or a short dst is a bug

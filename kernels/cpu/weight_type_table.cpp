@@ -32,6 +32,20 @@ constexpr WeightTypeKernels quantized(TensorType type,
       {scalar, avx2 ? avx2 : scalar, avx512 ? avx512 : scalar, avx512_vnni ? avx512_vnni : scalar}};
 }
 
+// `row` with an interleaved layout: its repack and scalar, AVX2, AVX-512, AVX-512 VNNI kernels.
+constexpr WeightTypeKernels with_interleaved(WeightTypeKernels row, detail::RepackFn repack,
+                                             detail::InterleavedDotFn scalar,
+                                             detail::InterleavedDotFn avx2,
+                                             detail::InterleavedDotFn avx512,
+                                             detail::InterleavedDotFn avx512_vnni) {
+  row.interleave = repack;
+  row.interleaved_dot[static_cast<size_t>(MatmulVariant::kScalar)] = scalar;
+  row.interleaved_dot[static_cast<size_t>(MatmulVariant::kAvx2)] = avx2;
+  row.interleaved_dot[static_cast<size_t>(MatmulVariant::kAvx512)] = avx512;
+  row.interleaved_dot[static_cast<size_t>(MatmulVariant::kAvx512Vnni)] = avx512_vnni;
+  return row;
+}
+
 constexpr WeightTypeKernels float_only(TensorType type,
                                        void (*to_float)(const uint8_t*, float*, size_t)) {
   return WeightTypeKernels{type, to_float, F::kF32, {nullptr, nullptr, nullptr, nullptr}};
@@ -51,9 +65,12 @@ const std::array kTable = {
     float_only(TensorType::kQ4_1, dequantize_q4_1),
     float_only(TensorType::kQ5_0, dequantize_q5_0),
     float_only(TensorType::kQ5_1, dequantize_q5_1),
-    quantized(TensorType::kMXFP4, dequantize_mxfp4, F::kQ8_0, detail::dot_mxfp4_scalar,
-              TANDEM_X86(detail::dot_mxfp4_avx2), TANDEM_X86(detail::dot_mxfp4_avx2),
-              TANDEM_X86(detail::dot_mxfp4_avx2)),
+    with_interleaved(
+        quantized(TensorType::kMXFP4, dequantize_mxfp4, F::kQ8_0, detail::dot_mxfp4_scalar,
+                  TANDEM_X86(detail::dot_mxfp4_avx2), TANDEM_X86(detail::dot_mxfp4_avx2),
+                  TANDEM_X86(detail::dot_mxfp4_avx2)),
+        detail::repack_mxfp4_x8, detail::dot_mxfp4_x8_scalar, TANDEM_X86(detail::dot_mxfp4_x8_avx2),
+        TANDEM_X86(detail::dot_mxfp4_x8_avx2), TANDEM_X86(detail::dot_mxfp4_x8_avx2)),
     float_only(TensorType::kQ2_K, dequantize_q2_k),
     float_only(TensorType::kQ3_K, dequantize_q3_k),
     quantized(TensorType::kQ4_K, dequantize_q4_k, F::kQ8_K, detail::dot_q4_k_scalar,

@@ -31,6 +31,12 @@ struct WeightTypeKernels {
   // is kF32. A SIMD entry may repeat a narrower variant's kernel (an AVX-512 CPU runs AVX2 code)
   // where no wider kernel has been written and run yet.
   detail::QuantDotFn dot[kMatmulVariantCount];
+  // The type's interleaved layout (WeightLayout::kInterleaved8, quant_dot.h), or null when it has
+  // none: the repack of plain rows into it, and its dot product per MatmulVariant. Where it exists
+  // the scalar entry is set; a SIMD entry is null where that variant has no interleaved kernel
+  // (matmul_rows then runs the scalar one, and interleaved_layout_preferred() says no).
+  detail::RepackFn interleave = nullptr;
+  detail::InterleavedDotFn interleaved_dot[kMatmulVariantCount] = {};
 };
 
 // The whole table, in display order.

@@ -1,7 +1,8 @@
 // Benchmark: the CPU matmul kernel variants (scalar, AVX2, AVX-512, AVX-512 VNNI) on an expert's
 // gate matrix (768 x 2048), one thread, for every weight type of the kernel table on its quantized
-// and float paths. Reports weight GB/s and GFLOP/s (2 * rows * cols * tokens per call); the matrix
-// stays in cache, so this times the kernels, not DRAM. Compare variants within one run.
+// and float paths (and, for types with one, on the interleaved layout: "<type>_x8_x_<format>").
+// Reports weight GB/s and GFLOP/s (2 * rows * cols * tokens per call); the matrix stays in cache,
+// so this times the kernels, not DRAM. Compare variants within one run.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -25,6 +26,7 @@ struct Case {
   TensorType type;
   MatmulActivations mode;
   std::string name;
+  bool interleaved = false;  // the matrix in its type's interleaved layout (WeightLayout)
 };
 
 // The byte offsets of a block's fp16 scales (or MXFP4's exponent byte), set to sane values so that
@@ -90,6 +92,11 @@ void run(benchmark::State& state, MatmulVariant variant, Case c) {
     state.SkipWithError(w.status().message().c_str());
     return;
   }
+  std::vector<uint8_t> interleaved;
+  if (c.interleaved) {
+    interleaved.resize(interleaved_bytes(*w));
+    *w = interleave_rows8(*w, interleaved);
+  }
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(n_tokens * kCols);
   for (float& f : x) f = normal(rng);
@@ -118,8 +125,11 @@ void register_all() {
   for (const WeightTypeKernels& row : weight_type_table()) {
     const std::string name(tensor_type_name(row.type));
     if (row.activations != ActivationFormat::kF32) {
-      cases.push_back({row.type, MatmulActivations::kQuantized,
-                       name + "_x_" + std::string(activation_format_name(row.activations))});
+      const std::string format(activation_format_name(row.activations));
+      cases.push_back({row.type, MatmulActivations::kQuantized, name + "_x_" + format});
+      if (row.interleave != nullptr) {
+        cases.push_back({row.type, MatmulActivations::kQuantized, name + "_x8_x_" + format, true});
+      }
     }
     cases.push_back({row.type, MatmulActivations::kFloat, name + "_float"});
   }

@@ -1,0 +1,347 @@
+// AVX2 (+FMA +F16C) dot product of MXFP4 weights in the interleaved x8 layout (quant_dot.h) with
+// Q8_0 activations, bit-identical to the scalar reference dot_mxfp4_scalar on the plain rows.
+//
+// Built with -mavx2 -mfma -mf16c -ffp-contract=off but linked into binaries that run on any x86-64:
+// everything except the exported function is in the anonymous namespace, and nothing inline or
+// templated is shared with other files, so no AVX2 code can be picked by the linker for a caller on
+// another CPU.
+//
+// Technique: one 32-bit lane per weight row, with no horizontal reduction. A group's block is four
+// 32-byte loads; 32-bit lane i of load k holds row i's quant bytes 4k .. 4k+3, whose low nibbles
+// are elements 4k .. 4k+3 and high nibbles elements 16+4k .. 16+4k+3. Each nibble is looked up as
+// the unsigned byte u = kMxfp4Values[q] + 12 (0..24), multiplied by the matching four activation
+// quants broadcast to every lane (maddubs), and the products are summed within each lane: lane i
+// ends as row i's sum of u * x over the block, and subtracting 12 * sum(x) (precomputed per
+// activation block) gives the exact isum of every row. Then, lane-wise and in block order,
+// term = float(isum) * (de * dx) and acc = acc + term as separate instructions: the scalar
+// reference's float operations for each row.
+//
+// Register blocking: with fewer than kTallMinTokens tokens, "wide" tiles of four groups x one
+// token or two groups x two tokens stream each quant load through every group of the tile, so one
+// activation broadcast serves several groups (the broadcasts share the shuffle ports with the
+// nibble lookups); with more tokens, "tall" tiles unpack a group's block once into registers and
+// run up to eight tokens over it.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/quant_dot.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+constexpr size_t kBlock = 32;
+constexpr size_t kGroupRows = 8;
+constexpr size_t kBlockBytes = 136;  // 8 exponents, then 8 rows x 16 quant bytes
+constexpr size_t kScaleBytes = 8;
+constexpr int32_t kBias = 12;
+// Activation blocks whose bias sums fit on the stack (16 KiB); larger inputs use the heap.
+constexpr size_t kStackBiasSums = 4096;
+// From this many tokens on, tall tiles (see above) are faster than wide ones.
+constexpr size_t kTallMinTokens = 4;
+
+// The helpers below are forced inline: -O2 keeps a multi-use one out of line, and its register
+// arguments then go through memory in the inner loop.
+
+// The activation quants p[0..3] as one 32-bit value in every lane.
+[[gnu::always_inline]] inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// A group's block unpacked: lo[k] / hi[k] hold, in lane i, row i's elements 4k .. 4k+3 /
+// 16+4k .. 16+4k+3 as u = kMxfp4Values[q] + 12.
+struct Unpacked {
+  __m256i lo[4];
+  __m256i hi[4];
+};
+
+[[gnu::always_inline]] inline Unpacked unpack(const uint8_t* block) {
+  // The doubled E2M1 values plus 12, indexed by the 4-bit code, in both 128-bit halves.
+  const __m256i biased_values =
+      _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
+                       12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  Unpacked u;
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m256i v =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScaleBytes + 32 * k));
+    u.lo[k] = _mm256_shuffle_epi8(biased_values, _mm256_and_si256(v, mask));
+    u.hi[k] = _mm256_shuffle_epi8(biased_values, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
+  }
+  return u;
+}
+
+// The eight rows' de = 2^(e - 128): e >= 2 is the normal float with biased exponent e - 1; e = 0
+// and 1 are the subnormals 0x00200000 << e. The normal pattern (e - 1) << 23 is negative for
+// e = 0, 0 for e = 1 and at least 0x00800000 = 0x00200000 << 2 otherwise, so the larger of it and
+// 0x00200000 << min(e, 2) is the right one for every e (e = 255 gives 2^127, as the scalar code).
+[[gnu::always_inline]] inline __m256 scales(const uint8_t* block) {
+  const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal =
+      _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), _mm256_min_epi32(e, _mm256_set1_epi32(2)));
+  return _mm256_castsi256_ps(_mm256_max_epi32(normal, subnormal));
+}
+
+// Lane i: row i's sum of u * x over the block, for one token's block quants xb. maddubs' 2-element
+// sums are at most 2 * 24 * 128 = 6144 in magnitude (no saturation); four of them added in int16
+// stay within 24576; madd with ones widens each lane's two int16 to one int32.
+[[gnu::always_inline]] inline __m256i block_sums(const Unpacked& w, const int8_t* xb) {
+  __m256i lo = _mm256_maddubs_epi16(w.lo[0], broadcast4(xb));
+  __m256i hi = _mm256_maddubs_epi16(w.hi[0], broadcast4(xb + 16));
+#pragma GCC unroll 4
+  for (int k = 1; k < 4; ++k) {
+    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w.lo[k], broadcast4(xb + 4 * k)));
+    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w.hi[k], broadcast4(xb + 16 + 4 * k)));
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  return _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+}
+
+// Stores lanes [lane_begin, lane_end) of acc to out[0 ..).
+[[gnu::always_inline]] inline void store_lanes(__m256 acc, float* out, size_t lane_begin,
+                                               size_t lane_end) {
+  if (lane_begin == 0 && lane_end == kGroupRows) {
+    _mm256_storeu_ps(out, acc);
+    return;
+  }
+  float lanes[kGroupRows];
+  _mm256_storeu_ps(lanes, acc);
+  for (size_t i = lane_begin; i < lane_end; ++i) out[i - lane_begin] = lanes[i];
+}
+
+// One token tile's activations: quants xq[t], scales xd[t] and bias sums bias[t] of token t.
+template <int kTokens>
+struct TokenTile {
+  const int8_t* xq[kTokens];
+  const float* xd[kTokens];
+  const int32_t* bias[kTokens];
+};
+
+// The outputs of kGroups consecutive groups: token t's lanes [lane_begin[g], lane_end[g]) of group
+// g go to out[g][t][0 ..).
+template <int kGroups, int kTokens>
+struct GroupOutputs {
+  float* out[kGroups][kTokens];
+  size_t lane_begin[kGroups];
+  size_t lane_end[kGroups];
+};
+
+// Groups g0, g0 + group_bytes, ... (kGroups of them, `blocks` blocks each) against a tile of
+// kTokens tokens (a wide tile), streaming each block's four quant loads: per load, the tile's
+// activation quants are broadcast once and serve every group of the tile. With `prefetch` (the
+// chunk's first token tile) the groups kGroups * group_bytes further on are prefetched into L2 a
+// block at a time: rows are short (a few KiB a group), so the hardware prefetchers alone leave
+// DRAM streaming well below what this reaches. Prefetches past the matrix end never fault.
+template <int kGroups, int kTokens>
+void wide_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, bool prefetch,
+               const TokenTile<kTokens>& x, const GroupOutputs<kGroups, kTokens>& y) {
+  const __m256i biased_values =
+      _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
+                       12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const size_t ahead = kGroups * group_bytes;
+  __m256 acc[kGroups][kTokens];
+#pragma GCC unroll 4
+  for (int g = 0; g < kGroups; ++g) {
+#pragma GCC unroll 4
+    for (int t = 0; t < kTokens; ++t) acc[g][t] = _mm256_setzero_ps();
+  }
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = g0 + b * kBlockBytes;
+    if (prefetch) {
+#pragma GCC unroll 4
+      for (int g = 0; g < kGroups; ++g) {
+        const char* p = reinterpret_cast<const char*>(block + g * group_bytes + ahead);
+        _mm_prefetch(p, _MM_HINT_T1);
+        _mm_prefetch(p + 68, _MM_HINT_T1);
+      }
+    }
+    // lo[g][t] / hi[g][t]: int16 sums of u * x over the low / high nibbles (each at most
+    // 4 * 6144 = 24576 in magnitude, see block_sums).
+    __m256i lo[kGroups][kTokens];
+    __m256i hi[kGroups][kTokens];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m256i xl[kTokens];
+      __m256i xh[kTokens];
+#pragma GCC unroll 4
+      for (int t = 0; t < kTokens; ++t) {
+        xl[t] = broadcast4(x.xq[t] + b * kBlock + 4 * k);
+        xh[t] = broadcast4(x.xq[t] + b * kBlock + 16 + 4 * k);
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < kGroups; ++g) {
+        const __m256i v = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(block + g * group_bytes + kScaleBytes + 32 * k));
+        const __m256i wl = _mm256_shuffle_epi8(biased_values, _mm256_and_si256(v, mask));
+        const __m256i wh =
+            _mm256_shuffle_epi8(biased_values, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
+#pragma GCC unroll 4
+        for (int t = 0; t < kTokens; ++t) {
+          const __m256i pl = _mm256_maddubs_epi16(wl, xl[t]);
+          const __m256i ph = _mm256_maddubs_epi16(wh, xh[t]);
+          lo[g][t] = k == 0 ? pl : _mm256_add_epi16(lo[g][t], pl);
+          hi[g][t] = k == 0 ? ph : _mm256_add_epi16(hi[g][t], ph);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < kGroups; ++g) {
+      const __m256 de = scales(block + g * group_bytes);
+#pragma GCC unroll 4
+      for (int t = 0; t < kTokens; ++t) {
+        const __m256i sums =
+            _mm256_add_epi32(_mm256_madd_epi16(lo[g][t], ones), _mm256_madd_epi16(hi[g][t], ones));
+        const __m256i isum = _mm256_sub_epi32(sums, _mm256_set1_epi32(x.bias[t][b]));
+        const __m256 scale = _mm256_mul_ps(de, _mm256_set1_ps(x.xd[t][b]));
+        acc[g][t] = _mm256_add_ps(acc[g][t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale));
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < kGroups; ++g) {
+#pragma GCC unroll 4
+    for (int t = 0; t < kTokens; ++t) {
+      store_lanes(acc[g][t], y.out[g][t], y.lane_begin[g], y.lane_end[g]);
+    }
+  }
+}
+
+// One group against a tile of kTokens tokens (a tall tile), unpacking each block once into
+// registers and running every token over it; prefetches the next group as wide_tile does.
+template <int kTokens>
+void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, bool prefetch,
+               const TokenTile<kTokens>& x, const GroupOutputs<1, kTokens>& y) {
+  __m256 acc[kTokens];
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = g + b * kBlockBytes;
+    if (prefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(block + group_bytes), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(block + group_bytes + 68), _MM_HINT_T1);
+    }
+    const Unpacked w = unpack(block);
+    const __m256 de = scales(block);
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) {
+      const __m256i sums = block_sums(w, x.xq[t] + b * kBlock);
+      const __m256i isum = _mm256_sub_epi32(sums, _mm256_set1_epi32(x.bias[t][b]));
+      const __m256 scale = _mm256_mul_ps(de, _mm256_set1_ps(x.xd[t][b]));
+      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale));
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t)
+    store_lanes(acc[t], y.out[0][t], y.lane_begin[0], y.lane_end[0]);
+}
+
+// The call's shape: groups, activations, bias sums, outputs.
+struct Call {
+  const uint8_t* groups;
+  size_t group_bytes;
+  size_t blocks;
+  size_t row_begin;
+  size_t row_end;
+  const ActivationRows* x;
+  const int32_t* bias_sums;
+  float* y;
+  size_t y_stride;
+};
+
+// Groups [g, g + kGroups) against tokens [t0, t0 + kTokens): the tile's pointers, then the tile.
+template <int kGroups, int kTokens, bool kTall>
+void run_tile(const Call& c, size_t g, size_t t0) {
+  TokenTile<kTokens> x;
+  for (int i = 0; i < kTokens; ++i) {
+    const size_t t = t0 + static_cast<size_t>(i);
+    x.xq[i] = c.x->qs + t * c.x->cols;
+    x.xd[i] = c.x->d + t * c.blocks;
+    x.bias[i] = c.bias_sums + t * c.blocks;
+  }
+  GroupOutputs<kGroups, kTokens> y;
+  for (int j = 0; j < kGroups; ++j) {
+    const size_t r0 = (g + static_cast<size_t>(j)) * kGroupRows;
+    y.lane_begin[j] = c.row_begin > r0 ? c.row_begin - r0 : 0;
+    y.lane_end[j] = c.row_end - r0 < kGroupRows ? c.row_end - r0 : kGroupRows;
+    for (int i = 0; i < kTokens; ++i) {
+      y.out[j][i] =
+          c.y + (t0 + static_cast<size_t>(i)) * c.y_stride + (r0 + y.lane_begin[j] - c.row_begin);
+    }
+  }
+  const uint8_t* gp = c.groups + g * c.group_bytes;
+  if constexpr (kTall) {
+    tall_tile<kTokens>(gp, c.group_bytes, c.blocks, t0 == 0, x, y);
+  } else {
+    wide_tile<kGroups, kTokens>(gp, c.group_bytes, c.blocks, t0 == 0, x, y);
+  }
+}
+
+// Groups [g, g + kGroups) against every token: tall tiles of 8, 4, 2, 1 tokens per group from
+// kTallMinTokens tokens on; below, wide tiles of 2 groups x 2 tokens, then kGroups x 1 token.
+template <int kGroups>
+void run_chunk(const Call& c, size_t g) {
+  const size_t n = c.x->n_tokens;
+  size_t t = 0;
+  if (n >= kTallMinTokens) {
+    for (int j = 0; j < kGroups; ++j) {
+      size_t u = 0;
+      for (; u + 8 <= n; u += 8) run_tile<1, 8, true>(c, g + j, u);
+      for (; u + 4 <= n; u += 4) run_tile<1, 4, true>(c, g + j, u);
+      for (; u + 2 <= n; u += 2) run_tile<1, 2, true>(c, g + j, u);
+      for (; u < n; ++u) run_tile<1, 1, true>(c, g + j, u);
+    }
+    return;
+  }
+  if constexpr (kGroups % 2 == 0) {
+    for (; t + 2 <= n; t += 2) {
+      for (int j = 0; j < kGroups; j += 2) run_tile<2, 2, false>(c, g + j, t);
+    }
+  }
+  for (; t < n; ++t) run_tile<kGroups, 1, false>(c, g, t);
+}
+
+// kBias * (sum of the block's 32 quants) for n activation blocks at qs: exact in int32.
+void bias_sums_of(const int8_t* qs, size_t n, int32_t* out) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(kBias));
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (size_t i = 0; i < n; ++i) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + i * kBlock));
+    const __m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(bias, q), ones);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    out[i] = _mm_cvtsi128_si32(s);
+  }
+}
+
+}  // namespace
+
+void dot_mxfp4_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                       const ActivationRows& x, float* y, size_t y_stride) {
+  const size_t blocks = x.cols / kBlock;
+  const size_t n = x.n_tokens;
+  if (row_begin >= row_end || n == 0) return;
+  int32_t stack_sums[kStackBiasSums];
+  int32_t* bias_sums = n * blocks <= kStackBiasSums ? stack_sums : new int32_t[n * blocks];
+  bias_sums_of(x.qs, n * blocks, bias_sums);
+  const Call c{groups,  blocks * kBlockBytes, blocks, row_begin, row_end, &x, bias_sums, y,
+               y_stride};
+  // Chunks of 4, 2, 1 groups (a chunk's first and last group may be partial: run_tile stores
+  // only the lanes in [row_begin, row_end)).
+  const size_t g_end = (row_end + kGroupRows - 1) / kGroupRows;
+  size_t g = row_begin / kGroupRows;
+  for (; g + 4 <= g_end; g += 4) run_chunk<4>(c, g);
+  for (; g + 2 <= g_end; g += 2) run_chunk<2>(c, g);
+  for (; g < g_end; ++g) run_chunk<1>(c, g);
+  if (bias_sums != stack_sums) delete[] bias_sums;
+}
+
+}  // namespace tandem::kernels::detail
