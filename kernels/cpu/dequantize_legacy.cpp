@@ -17,23 +17,15 @@
 
 #include "kernels/cpu/dequantize_rows.h"
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/mxfp4_values.h"
 
 namespace tandem::kernels {
 
 namespace {
 constexpr size_t kBlock = 32;
 constexpr size_t kHalf = kBlock / 2;
-
-// The E2M1 code points doubled (integers); index = the 4-bit code.
-constexpr int kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-// 2^(e - 128) exactly: biased exponent e - 1 for e >= 2; the subnormals 2^-127 (e = 1) and 2^-128
-// (e = 0) as bit patterns, so no rounding or flush can change them. e = 255 is 2^127 (the E8M0 NaN
-// code is not special-cased, as in ggml).
-float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
-}
+using detail::e8m0_half;
+using detail::kMxfp4Values;
 }  // namespace
 
 void dequantize_q4_0(const uint8_t* src, float* dst, size_t blocks) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/mxfp4_values.h"
 #include "kernels/cpu/quant_dot.h"
 
 namespace tandem::kernels::detail {
@@ -18,17 +19,6 @@ constexpr size_t kQ8_0Bytes = 34;
 constexpr size_t kQ8_0Lanes = 8;  // partial sums of quant_dot.h's Q8_0 semantics
 constexpr size_t kQ4_0Bytes = 18;
 constexpr size_t kMxfp4Bytes = 17;
-
-// The E2M1 code points doubled (so they are integers): index = the 4-bit code.
-constexpr int kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-// 2^(e - 128) as a float, exact for every e: e >= 2 is a normal float with biased exponent e - 1;
-// e = 1 and e = 0 are the subnormals 2^-127 and 2^-128 (mantissa bit 22 and 21). e = 255 gives
-// 2^127 (finite: the E8M0 NaN code is not special-cased, as in ggml).
-float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
-}
 
 // One row of `blocks` blocks against one activation row; block_dot(block, xq) is the block's exact
 // integer sum and block_scale(block) the weight scale (dw or de).

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/mxfp4_values.h"
 #include "kernels/cpu/quant_dot.h"
 
 namespace tandem::kernels::detail {
@@ -17,14 +18,6 @@ constexpr size_t kGroupRows = 8;
 constexpr size_t kMxfp4Bytes = 17;
 constexpr size_t kBlockBytes = 136;
 constexpr size_t kScaleBytes = 8;
-
-constexpr int kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-// 2^(e - 128), exact for every e (as dot_mxfp4_scalar's).
-float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
-}
 
 // The byte offset, within a group's block, of row i's quant byte j (j < 16).
 size_t quant_offset(size_t i, size_t j) {
