@@ -99,9 +99,10 @@ const FieldDescriptor kFields[] = {
      .doc = "Directory with tokenizer.json, tokenizer_config.json (chat template), config.json "
             "and generation_config.json that the OpenAI gateway reads (GetModelInfo "
             "tokenizer_path). A directory holding tokenizer.json is used as it is. Otherwise, "
-            "for a GGUF model, tandemd exports the file's tokenizer into it at startup (empty = "
-            "$TMPDIR/tandemd-tokenizer-<model file stem>); for a Hugging Face checkpoint, empty "
-            "= the model directory.",
+            "for a GGUF model, tandemd exports the file's tokenizer into it at startup, replacing "
+            "each file by rename (a planted symlink is replaced, not followed). Empty = a new "
+            "private directory $TMPDIR/tandemd-tokenizer-<model file stem>-XXXXXX, removed when "
+            "tandemd exits; for a Hugging Face checkpoint, empty = the model directory.",
      .ref = &member_ref<&Config::model, &ModelConfig::tokenizer_dir>},
     {.section = "model", .name = "format",
      .doc = "Checkpoint format. auto = by the file's magic / directory contents.",

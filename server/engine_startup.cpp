@@ -54,7 +54,10 @@ Result<std::unique_ptr<tokenizer::Tokenizer>> load_model_tokenizer(const std::st
 }
 
 // The directory reported as tokenizer_path (see model.tokenizer_dir in docs/configuration.md).
-Result<std::string> tokenizer_directory(const config::Config& config) {
+// For a GGUF file without a configured directory the tokenizer is exported into a new private
+// directory under $TMPDIR, owned by `created` (removed when tandemd ends): a fixed name there
+// could be planted by another local user.
+Result<std::string> tokenizer_directory(const config::Config& config, OwnedDirectory& created) {
   const std::string& configured = config.model.tokenizer_dir;
   std::error_code ec;
   if (!configured.empty() && fs::is_regular_file(fs::path(configured) / "tokenizer.json", ec)) {
@@ -65,20 +68,29 @@ Result<std::string> tokenizer_directory(const config::Config& config) {
     return invalid_argument_error("model.tokenizer_dir: '" + configured +
                                   "' has no tokenizer.json");
   }
-  fs::path target = configured;
-  if (target.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    target = fs::path(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") /
-             ("tandemd-tokenizer-" + fs::path(config.model.path).stem().string());
-  }
   TANDEM_ASSIGN_OR_RETURN(model::GgufFile file, model::GgufFile::open(config.model.path));
   TANDEM_ASSIGN_OR_RETURN(tokenizer::HfTokenizerFiles files, tokenizer::export_hf_tokenizer(file));
-  const Status written = tokenizer::write_hf_tokenizer_dir(files, target.string());
+  std::string target = configured;
+  if (target.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string parent = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    const std::string prefix =
+        "tandemd-tokenizer-" + fs::path(config.model.path).stem().string() + "-";
+    Result<std::string> made = create_fresh_directory(parent, prefix);
+    if (!made.ok()) {
+      return Status(made.status().code(),
+                    "model.tokenizer_dir is empty and the tokenizer export directory: " +
+                        made.status().message());
+    }
+    target = made.value();
+    created = OwnedDirectory(target);
+  }
+  const Status written = tokenizer::write_hf_tokenizer_dir(files, target);
   if (!written.ok()) {
     return Status(written.code(), "model.tokenizer_dir: " + written.message());
   }
-  spdlog::info("exported the GGUF tokenizer for the gateway to {}", target.string());
-  return absolute_path(target.string());
+  spdlog::info("exported the GGUF tokenizer for the gateway to {}", target);
+  return absolute_path(target);
 }
 
 // eos_token_id of <dir>/generation_config.json (an id or a list of ids), which Hugging Face
@@ -136,7 +148,8 @@ Result<ServingEngine> start_engine(const config::Config& config, const StartedMo
     options.eos_token_ids.push_back(*engine.tokenizer->eos_id());
   }
   if (engine.tokenizer != nullptr) {
-    TANDEM_ASSIGN_OR_RETURN(engine.info.tokenizer_path, tokenizer_directory(config));
+    TANDEM_ASSIGN_OR_RETURN(engine.info.tokenizer_path,
+                            tokenizer_directory(config, engine.tokenizer_export));
     for (const int32_t id : generation_config_eos(engine.info.tokenizer_path)) {
       if (id < static_cast<int32_t>(spec.vocab_size)) options.eos_token_ids.push_back(id);
     }

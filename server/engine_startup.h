@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "config/config.h"
+#include "engine/base/file_replace.h"
 #include "engine/base/result.h"
 #include "engine/runtime/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -18,7 +19,8 @@ struct ServingEngine {
   // Declared before the scheduler so that it is destroyed after it: the runner points into it.
   GpuServing gpu;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the checkpoint has none
-  std::unique_ptr<runtime::Scheduler> scheduler;    // created, not started
+  OwnedDirectory tokenizer_export;  // the exported tokenizer's private directory, if one was made
+  std::unique_ptr<runtime::Scheduler> scheduler;  // created, not started
   ServedModelInfo info;
   GenerateMappingLimits mapping_limits;
 };

@@ -2,15 +2,13 @@
 // model.
 #include "engine/placement/stats_file.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "engine/base/file_replace.h"
 
 namespace tandem::placement {
 
@@ -199,30 +197,7 @@ Status save_stats(const ActivationStats& stats, const std::string& path) {
     text += "    " + counts[r].dump() + (r + 1 < counts.size() ? ",\n" : "\n");
   }
   text += "  ]\n}\n";
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    errno = 0;
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      // The open's errno tells a missing directory from a refused one.
-      const int err = errno;
-      const std::string why = tmp + ": cannot be created" +
-                              (err != 0 ? std::string(": ") + std::strerror(err) : std::string());
-      if (err == ENOENT || err == ENOTDIR) return not_found_error(why);
-      if (err == EACCES || err == EPERM || err == EROFS) return permission_denied_error(why);
-      return internal_error(why);
-    }
-    out << text;
-    out.flush();
-    if (!out) return internal_error(tmp + ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return internal_error(path + ": cannot replace: " + ec.message());
-  }
-  return Status();
+  return replace_file(path, text);
 }
 
 Result<ActivationStats> load_stats(const std::string& path) {

@@ -26,7 +26,8 @@ nlohmann::json stats_to_json(const ActivationStats& stats);
 // than kStatsFormatVersion. Pure; any thread.
 Result<ActivationStats> stats_from_json(const nlohmann::json& json);
 
-// Writes the file atomically (a temporary file in the same directory, then rename). Errors name
+// Writes the file atomically with replace_file (a fresh file in the same directory renamed over
+// `path`, which is replaced and never followed if it is a symlink). Errors name
 // the path and the system's reason: NOT_FOUND when the directory does not exist,
 // PERMISSION_DENIED when it may not be written (including a read-only file system), INTERNAL
 // otherwise. Blocking I/O.

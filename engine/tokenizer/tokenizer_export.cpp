@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/base/file_replace.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/tokenizer/vocab.h"
@@ -280,11 +280,7 @@ Status write_hf_tokenizer_dir(const HfTokenizerFiles& files, const std::string& 
       {"generation_config.json", &files.generation_config_json},
   };
   for (const auto& [name, text] : outputs) {
-    const std::string path = dir + "/" + name;
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(text->data(), static_cast<std::streamsize>(text->size()));
-    out.close();
-    if (!out) return internal_error("cannot write " + path);
+    TANDEM_RETURN_IF_ERROR(replace_file(dir + "/" + name, *text));
   }
   return Status();
 }

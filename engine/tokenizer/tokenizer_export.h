@@ -35,8 +35,9 @@ struct HfTokenizerFiles {
 // UNIMPLEMENTED for an unsupported tokenizer model or pre-tokenizer.
 Result<HfTokenizerFiles> export_hf_tokenizer(const model::GgufFile& file);
 
-// Writes the four files into `dir` (created if missing; existing files are replaced).
-// File system errors are INTERNAL with the path.
+// Writes the four files into `dir` (created if missing). Each file is replaced by renaming a
+// fresh sibling over it (replace_file), so a planted symlink is replaced, never written through.
+// File system errors name the path (codes as replace_file).
 Status write_hf_tokenizer_dir(const HfTokenizerFiles& files, const std::string& dir);
 
 }  // namespace tandem::tokenizer

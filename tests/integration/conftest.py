@@ -46,7 +46,7 @@ def new_id(prefix="it"):
 class Daemon:
     """One tandemd process on its own gRPC and metrics ports, with its log in `log_path`."""
 
-    def __init__(self, flags, log_path, api_key=None):
+    def __init__(self, flags, log_path, api_key=None, env=None):
         self.port = free_port()
         self.metrics_port = free_port()
         while self.metrics_port == self.port:
@@ -57,7 +57,7 @@ class Daemon:
                      f"--metrics.port={self.metrics_port}", *flags]
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     cwd=REPO)
+                                     cwd=REPO, env=None if env is None else {**os.environ, **env})
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self.vllm = pbg.VllmEngineStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
@@ -146,12 +146,12 @@ class DaemonFactory:
         self.tmp_dir = Path(tmp_dir)
         self.daemons = []
 
-    def start(self, *flags, api_key=None, wait=True):
+    def start(self, *flags, api_key=None, wait=True, env=None):
         log = self.tmp_dir / f"tandemd-{len(self.daemons)}.log"
         all_flags = list(flags)
         if api_key:
             all_flags.append(f"--server.api_keys={api_key}")
-        d = Daemon(all_flags, log, api_key=api_key)
+        d = Daemon(all_flags, log, api_key=api_key, env=env)
         self.daemons.append(d)
         if wait:
             d.wait_serving()
@@ -177,7 +177,8 @@ def _check_binaries():
 
 @pytest.fixture
 def tandemd(tmp_path):
-    """Factory: tandemd(*flags, api_key=None) starts a daemon that is checked on teardown."""
+    """Factory: tandemd(*flags, api_key=None, wait=True, env=None) starts a daemon (env: extra
+    environment variables) that is checked on teardown."""
     _check_binaries()
     f = DaemonFactory(tmp_path)
     yield f.start

@@ -102,7 +102,7 @@ TEST_CASE("stats file: saving into a missing directory says so", "[placement]") 
   const std::string path = temp_path("no_such_dir") + "/stats.json";
   const Status s = save_stats(a, path);
   CHECK(s.code() == StatusCode::kNotFound);
-  CHECK_THAT(s.message(), Catch::Contains(path + ".tmp.") &&
+  CHECK_THAT(s.message(), Catch::Contains(path + ".tmp-") &&
                               Catch::Contains("cannot be created: No such file or directory"));
 }
 
