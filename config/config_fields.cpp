@@ -105,7 +105,8 @@ const FieldDescriptor kFields[] = {
             "tandemd exits; for a Hugging Face checkpoint, empty = the model directory.",
      .ref = &member_ref<&Config::model, &ModelConfig::tokenizer_dir>},
     {.section = "model", .name = "format",
-     .doc = "Checkpoint format. auto = by the file's magic / directory contents.",
+     .doc = "Checkpoint format. auto = by the file's magic / directory contents; gguf or "
+            "safetensors must agree with model.path (a mismatch is refused at startup, exit 3).",
      .ref = &member_ref<&Config::model, &ModelConfig::format>},
     {.section = "model", .name = "context_length",
      .doc = "Maximum tokens per sequence (prompt + output). 0 = the length the model declares; "

@@ -40,6 +40,7 @@ Result<StartedModel> start_model(const config::Config& config, const GpuProbe& g
     return failed_precondition_error(
         "no model configured: set model.path (YAML), TANDEM_MODEL_PATH or --model.path");
   }
+  TANDEM_RETURN_IF_ERROR(check_model_format(config.model.format, config.model.path));
   TANDEM_ASSIGN_OR_RETURN(model::Checkpoint checkpoint, model::open_model(config.model.path));
   log_model(checkpoint);
   TANDEM_RETURN_IF_ERROR(check_context_length(config.model.context_length,
@@ -73,6 +74,22 @@ Status check_context_length(int configured, uint64_t model_context, const std::s
                                 " tokens of context that " + model_path +
                                 " declares; set it to at most " + std::to_string(model_context) +
                                 ", or 0 for the model's own");
+}
+
+Status check_model_format(config::ModelFormat configured, const std::string& path) {
+  TANDEM_ASSIGN_OR_RETURN(model::CheckpointFormat detected, model::detect_checkpoint_format(path));
+  if (configured == config::ModelFormat::kAuto) return Status();
+  const model::CheckpointFormat wanted = configured == config::ModelFormat::kGguf
+                                             ? model::CheckpointFormat::kGguf
+                                             : model::CheckpointFormat::kSafetensors;
+  if (wanted == detected) return Status();
+  return invalid_argument_error(
+      "model.format is " + std::string(model::checkpoint_format_name(wanted)) + " but " + path +
+      " is " +
+      (detected == model::CheckpointFormat::kGguf
+           ? std::string("a GGUF file (it starts with the GGUF magic)")
+           : std::string("not a GGUF file (no GGUF magic; a directory or safetensors file)")) +
+      "; set model.format to auto or " + std::string(model::checkpoint_format_name(detected)));
 }
 
 int visible_cuda_devices() {

@@ -32,6 +32,12 @@ Result<StartedModel> start_model(const config::Config& config, const GpuProbe& g
 // INVALID_ARGUMENT naming the key, both numbers and `model_path`. Pure.
 Status check_context_length(int configured, uint64_t model_context, const std::string& model_path);
 
+// model.format against what `path` is (detect_checkpoint_format: GGUF magic, or a directory /
+// safetensors file): OK for auto or a match; INVALID_ARGUMENT naming the key, the configured and
+// the detected format and the path otherwise; the detector's error for a missing path.
+// Blocking I/O (reads 4 bytes).
+Status check_model_format(config::ModelFormat configured, const std::string& path);
+
 // The CUDA devices this process can use: 0 in a build without CUDA, without a driver or without
 // a device. Any thread.
 int visible_cuda_devices();

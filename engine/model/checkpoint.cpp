@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -25,11 +26,21 @@ Result<CheckpointFormat> detect_checkpoint_format(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return invalid_argument_error(path + ": not a regular file");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return permission_denied_error(path + ": cannot be read");
-  char magic[4] = {};
-  const size_t n = std::fread(magic, 1, sizeof(magic), f);
+  unsigned char head[9] = {};
+  const size_t n = std::fread(head, 1, sizeof(head), f);
   std::fclose(f);
-  if (n == 4 && std::memcmp(magic, "GGUF", 4) == 0) return CheckpointFormat::kGguf;
-  return CheckpointFormat::kSafetensors;
+  if (n >= 4 && std::memcmp(head, "GGUF", 4) == 0) return CheckpointFormat::kGguf;
+  if (n == sizeof(head) && head[8] == '{') return CheckpointFormat::kSafetensors;
+  std::string first;
+  for (size_t i = 0; i < std::min<size_t>(n, 4); ++i) {
+    char hex[4];
+    std::snprintf(hex, sizeof(hex), "%02x", head[i]);
+    first += (i > 0 ? " " : "") + std::string(hex);
+  }
+  return invalid_argument_error(
+      path + ": neither a GGUF file (it does not start with \"GGUF\"" +
+      (n == 0 ? std::string("; the file is empty") : "; its first bytes are " + first) +
+      ") nor a safetensors file (no JSON header after the 8-byte length)");
 }
 
 Result<ModelWeights> check_model(const ModelSpec& spec, std::span<const TensorInfo> tensors,

@@ -19,8 +19,10 @@ enum class CheckpointFormat { kGguf, kSafetensors };
 std::string_view checkpoint_format_name(CheckpointFormat format);  // "gguf", "safetensors"
 
 // Detects the format from the path: a directory is an HF checkpoint; a file starting with the
-// bytes "GGUF" is GGUF; any other regular file is tried as safetensors. NOT_FOUND when the path
-// does not exist.
+// bytes "GGUF" is GGUF; a file whose ninth byte opens a JSON header ('{', after the 8-byte
+// header length) is safetensors. NOT_FOUND when the path does not exist; INVALID_ARGUMENT naming
+// the first bytes for a file that is neither (a damaged magic is not read as a safetensors
+// header length).
 Result<CheckpointFormat> detect_checkpoint_format(const std::string& path);
 
 // An opened checkpoint. Owns the readers (and so the mappings); `tensors` views their bytes and

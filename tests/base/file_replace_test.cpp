@@ -26,8 +26,8 @@ std::string read_text(const fs::path& path) {
 struct Scratch {
   fs::path dir;
   Scratch() {
-    Result<std::string> made = create_fresh_directory(fs::temp_directory_path().string(),
-                                                      "tandem-file-replace-test-");
+    Result<std::string> made =
+        create_fresh_directory(fs::temp_directory_path().string(), "tandem-file-replace-test-");
     REQUIRE(made.ok());
     dir = made.value();
   }

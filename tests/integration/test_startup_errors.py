@@ -47,6 +47,20 @@ def test_corrupt_model_file_is_a_permanent_error(tmp_path):
     rc, log = run_tandemd(f"--model.path={garbage}")
     assert rc == EXIT_BAD_MODEL, log
 
+    # A damaged magic is named as such, not read as a safetensors header length.
+    typo = tmp_path / "typo.gguf"
+    typo.write_bytes(b"GGUG" + TINY_F32.read_bytes()[4:4096])
+    rc, log = run_tandemd(f"--model.path={typo}")
+    assert rc == EXIT_BAD_MODEL, log
+    assert "neither a GGUF file" in log and "47 47 55 47" in log, log
+    assert "header" not in log.replace("JSON header", ""), log
+
+
+def test_model_format_that_disagrees_with_the_file_is_refused():
+    rc, log = run_tandemd(f"--model.path={DEMO_GGUF}", "--model.format=safetensors")
+    assert rc == EXIT_BAD_MODEL, log
+    assert f"model.format is safetensors but {DEMO_GGUF} is a GGUF file" in log, log
+
 
 def test_a_port_in_use_is_a_transient_failure():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:

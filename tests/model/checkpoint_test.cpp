@@ -9,6 +9,7 @@
 #include "engine/model/architecture_spec.h"
 #include "engine/model/gguf_file.h"
 #include "engine/model/model.h"
+#include "tests/model/safetensors_test_util.h"
 
 namespace tandem::model {
 namespace {
@@ -183,6 +184,25 @@ TEST_CASE("a vocabulary-only GGUF opens as a non-runnable checkpoint", "[model][
   CHECK(c->tensors.empty());
   CHECK(c->architecture_name == "llama");
   CHECK_FALSE(c->metadata.empty());
+}
+
+TEST_CASE("a file that is neither GGUF nor safetensors is named as such", "[model][checkpoint]") {
+  testing::TempDir dir;
+  dir.write("typo.gguf", std::string("GGUG\x03\0\0\0\0\0\0\0", 12) + std::string(64, '\0'));
+  dir.write("empty.gguf", "");
+  dir.write("lone.safetensors", testing::safetensors_bytes("{}", ""));
+  const Status typo = detect_checkpoint_format(dir.path() + "/typo.gguf").status();
+  CHECK(typo.code() == StatusCode::kInvalidArgument);
+  CHECK(typo.message() == dir.path() +
+                              "/typo.gguf: neither a GGUF file (it does not start with \"GGUF\"; "
+                              "its first bytes are 47 47 55 47) nor a safetensors file (no JSON "
+                              "header after the 8-byte length)");
+  CHECK_THAT(detect_checkpoint_format(dir.path() + "/empty.gguf").status().message(),
+             Catch::Contains("the file is empty"));
+  CHECK(detect_checkpoint_format(dir.path() + "/lone.safetensors").value() ==
+        CheckpointFormat::kSafetensors);
+  CHECK(detect_checkpoint_format(kTinyMoe + "tiny-moe-f32.gguf").value() ==
+        CheckpointFormat::kGguf);
 }
 
 TEST_CASE("A10: one error lists every missing or wrong tensor", "[model][checkpoint][a10]") {

@@ -128,6 +128,13 @@ TEST_CASE("index and shard disagreements are errors naming the tensor", "[model]
     CHECK(st.code() == StatusCode::kNotFound);
     CHECK_THAT(st.message(), Catch::Contains("model-00003-of-00003.safetensors"));
   }
+  SECTION("the same tensor in two shards") {
+    dir.write(two, shard_with({"c", "d", "a"}));
+    const Status st = open_status(dir.path());
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(st.message(), Catch::Contains(dir.path() + "/" + two) && Catch::Contains("\"a\"") &&
+                                 Catch::Contains("under shard " + one));
+  }
   SECTION("duplicate tensor name in the index json") {
     dir.write("model.safetensors.index.json",
               index_json({{"a", one}, {"a", one}, {"b", one}, {"c", two}, {"d", two}}));

@@ -84,5 +84,23 @@ TEST_CASE("check_context_length", "[server]") {
         "set it to at most 512, or 0 for the model's own");
 }
 
+TEST_CASE("check_model_format", "[server]") {
+  const std::string gguf = std::string(TANDEM_SOURCE_DIR) + "/models/demo/demo-moe-q8_0.gguf";
+  const std::string hf = std::string(TANDEM_SOURCE_DIR) + "/models/demo/hf";
+  CHECK(check_model_format(config::ModelFormat::kAuto, gguf).ok());
+  CHECK(check_model_format(config::ModelFormat::kGguf, gguf).ok());
+  CHECK(check_model_format(config::ModelFormat::kSafetensors, hf).ok());
+  const Status st = check_model_format(config::ModelFormat::kSafetensors, gguf);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() == "model.format is safetensors but " + gguf +
+                            " is a GGUF file (it starts with the GGUF magic); set model.format "
+                            "to auto or gguf");
+  const Status dir = check_model_format(config::ModelFormat::kGguf, hf);
+  CHECK(dir.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(dir.message(), Catch::Contains("model.format is gguf but " + hf + " is not a GGUF"));
+  CHECK(check_model_format(config::ModelFormat::kGguf, hf + "/missing").code() ==
+        StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace tandem::server
