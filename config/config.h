@@ -37,6 +37,7 @@ struct ServerConfig {
   std::string tls_key_file;
   std::string tls_client_ca_file;
   std::vector<std::string> api_keys;
+  std::vector<std::string> trusted_peers;  // CIDR networks whose calls need no API key
   int max_queued_requests = 256;
   int max_running_requests = 64;
   int shutdown_grace_seconds = 30;

@@ -61,6 +61,13 @@ const FieldDescriptor kFields[] = {
             "Never printed by --print-config.",
      .secret = true,
      .ref = &member_ref<&Config::server, &ServerConfig::api_keys>},
+    {.section = "server", .name = "trusted_peers",
+     .doc = "Peers whose calls need no API key: IP addresses or CIDR networks (\"127.0.0.1/32\", "
+            "\"::1\", \"10.0.0.0/8\"), matched against the connection's address. The SMG "
+            "gateway sends no metadata to its gRPC workers, so with api_keys set, list the "
+            "gateway's address here (on the same host: 127.0.0.1 and ::1). Needs api_keys. In "
+            "the environment and on the command line: comma-separated.",
+     .ref = &member_ref<&Config::server, &ServerConfig::trusted_peers>},
     {.section = "server", .name = "max_queued_requests",
      .doc = "Requests that may wait for a slot beyond the max_running_requests that run: once "
             "max_running_requests + max_queued_requests requests are in flight (running or "

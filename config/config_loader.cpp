@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "config/config_fields.h"
+#include "config/peer_network.h"
 #include "config/value_text.h"
 #include "config/yaml_source.h"
 #include "engine/base/check.h"
@@ -118,6 +119,16 @@ std::vector<std::string> cross_field_errors(const Config& config,
                        std::to_string(kMinApiKeyLength) + " characters long");
       break;
     }
+  }
+  for (const std::string& peer : server.trusted_peers) {
+    const Result<PeerNetwork> network = parse_peer_network(peer);
+    if (!network.ok())
+      errors.push_back(name("server.trusted_peers") + ": " + network.status().message());
+  }
+  if (!server.trusted_peers.empty() && server.api_keys.empty()) {
+    errors.push_back(name("server.trusted_peers") +
+                     " is set but server.api_keys is empty: without keys every peer is already "
+                     "allowed; set api_keys or remove trusted_peers");
   }
   if (config.metrics.port != 0 && config.metrics.port == server.port) {
     errors.push_back(name("metrics.port") + " " + std::to_string(config.metrics.port) +

@@ -105,7 +105,7 @@ int run_daemon(config::Config config, const std::string& executable_path) {
     return kExitFailure;
   }
   ServingContext context;
-  context.api_keys = config.server.api_keys;
+  context.auth = auth_policy(config.server);
   context.metrics = metrics->get();
   VllmEngineService vllm_service(context);
   TandemService tandem_service(context, config.placement.stats_output_path,
@@ -119,9 +119,16 @@ int run_daemon(config::Config config, const std::string& executable_path) {
                                              ? kExitBadConfig
                                              : kExitFailure);
   }
+  std::string auth_note;
+  if (!config.server.api_keys.empty()) {
+    auth_note = ", API keys required";
+    for (size_t i = 0; i < config.server.trusted_peers.size(); ++i) {
+      auth_note += (i == 0 ? " except from " : ", ") + config.server.trusted_peers[i];
+    }
+  }
   spdlog::info("gRPC listening on {}:{} ({}{}); health NOT_SERVING while the model loads",
                config.server.host, (*server)->port(), (*server)->tls() ? "TLS" : "plaintext",
-               config.server.api_keys.empty() ? "" : ", API keys required");
+               auth_note);
   if (config.metrics.port != 0) {
     spdlog::info("metrics on http://{}:{}/metrics", config.metrics.host, config.metrics.port);
   }

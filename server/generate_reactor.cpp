@@ -50,6 +50,17 @@ const char* outcome_of(grpc::StatusCode code) {
   }
 }
 
+// Client-influenced text (a request id, an error message that names a field) as it may go into
+// a log line: printable ASCII only (a client could send control characters or a fake second
+// line), at most `limit` bytes; "-" for none.
+std::string loggable(std::string_view text, size_t limit) {
+  if (text.empty()) return "-";
+  std::string out;
+  for (const char c : text.substr(0, limit)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (text.size() > limit) out += "...";
+  return out;
+}
+
 }  // namespace
 
 GenerateReactor::GenerateReactor(ServingContext& context, grpc::CallbackServerContext* call,
@@ -60,11 +71,12 @@ GenerateReactor::GenerateReactor(ServingContext& context, grpc::CallbackServerCo
 
 void GenerateReactor::start(const grpc::ByteBuffer& raw) {
   std::unique_lock<std::mutex> lock(mu_);
-  const grpc::Status auth = check_api_key(context_.api_keys, *call_);
+  const grpc::Status auth = check_api_key(context_.auth, *call_);
   if (!auth.ok()) return finish_locked(auth, "unauthenticated");
   vllm::grpc::engine::GenerateRequest request;
   const grpc::Status parsed = parse_wire_message(raw, request);
   if (!parsed.ok()) return finish_locked(parsed, "invalid_argument");
+  request_id_ = request.request_id();
   runtime::Scheduler* engine = context_.engine();
   if (engine == nullptr) {
     return finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -79,6 +91,7 @@ void GenerateReactor::start(const grpc::ByteBuffer& raw) {
   Result<runtime::Request> mapped =
       to_engine_request(request, context_.mapping_limits, context_.tokenizer);
   if (!mapped.ok()) return finish_locked(to_grpc_status(mapped.status()), "invalid_argument");
+  request_id_ = mapped->id;
   mapped->deadline = engine_deadline(*call_);
   streaming_ = request.stream();
   prompt_tokens_ = static_cast<int64_t>(mapped->prompt_token_ids.size());
@@ -181,9 +194,21 @@ void GenerateReactor::write_locked() {
 void GenerateReactor::finish_locked(const grpc::Status& status, std::string_view outcome) {
   if (finished_) return;
   finished_ = true;
+  const double seconds = seconds_between(received_at_, SteadyClock::now());
   if (context_.metrics != nullptr) {
     context_.metrics->request_finished(outcome);
-    context_.metrics->observe_request_duration(seconds_between(received_at_, SteadyClock::now()));
+    context_.metrics->observe_request_duration(seconds);
+  }
+  // The one line per request at info (docs/style.md); the message never echoes request text.
+  const std::string id = loggable(request_id_, 64);
+  if (status.ok()) {
+    spdlog::info("request {}: {}, {} prompt + {} generated tokens, {:.3f} s", id, outcome,
+                 prompt_tokens_, output_ids_.size(), seconds);
+  } else {
+    spdlog::info("request {}: {}, {} prompt + {} generated tokens, {:.3f} s; {}: {}", id, outcome,
+                 prompt_tokens_, output_ids_.size(), seconds,
+                 status_code_name(static_cast<StatusCode>(status.error_code())),
+                 loggable(status.error_message(), 200));
   }
   Finish(status);
 }

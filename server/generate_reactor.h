@@ -64,6 +64,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   std::vector<int32_t> unsent_ids_;           // guarded by mu_: streaming, not yet written
   std::optional<runtime::TokenEvent> final_;  // guarded by mu_
   int64_t prompt_tokens_ = 0;
+  std::string request_id_;                         // set in start once known, for the log line
   vllm::grpc::engine::GenerateResponse response_;  // the next write
   grpc::ByteBuffer response_bytes_;                // the write in flight (response_ serialized)
 };

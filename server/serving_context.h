@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/runtime/scheduler.h"
+#include "server/api_key_auth.h"
 #include "server/generate_request_mapping.h"
 
 namespace tandem::tokenizer {
@@ -55,7 +56,7 @@ struct ServingContext {
   ServerMetrics* metrics = nullptr;                        // may be null (tests)
   MoeActivity* moe_activity = nullptr;                     // may be null (tests)
   const placement::StartupPlacement* placement = nullptr;  // may be null (tests)
-  std::vector<std::string> api_keys;                       // empty: no authentication
+  CallAuthPolicy auth;  // server.api_keys and server.trusted_peers
   std::chrono::steady_clock::time_point started_at = std::chrono::steady_clock::now();
   // How long a streaming write may stay unacknowledged before the request is cancelled as a
   // stalled reader (hardening row C7).

@@ -95,7 +95,7 @@ grpc::ServerUnaryReactor* TandemService::GetPlacement(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   return serve_unary<v1::GetPlacementRequest, v1::GetPlacementResponse>(
-      context, check_api_key(context_.api_keys, *context), *request, response,
+      context, check_api_key(context_.auth, *context), *request, response,
       [this](const v1::GetPlacementRequest&, v1::GetPlacementResponse* out) {
         return get_placement(out);
       });
@@ -105,7 +105,7 @@ grpc::ServerUnaryReactor* TandemService::GetActivationStats(grpc::CallbackServer
                                                             const grpc::ByteBuffer* request,
                                                             grpc::ByteBuffer* response) {
   return serve_unary<v1::GetActivationStatsRequest, v1::GetActivationStatsResponse>(
-      context, check_api_key(context_.api_keys, *context), *request, response,
+      context, check_api_key(context_.auth, *context), *request, response,
       [this](const v1::GetActivationStatsRequest& in, v1::GetActivationStatsResponse* out) {
         return get_activation_stats(in, out);
       });
@@ -115,7 +115,7 @@ grpc::ServerUnaryReactor* TandemService::DumpActivationStats(grpc::CallbackServe
                                                              const grpc::ByteBuffer* request,
                                                              grpc::ByteBuffer* response) {
   return serve_unary<v1::DumpActivationStatsRequest, v1::DumpActivationStatsResponse>(
-      context, check_api_key(context_.api_keys, *context), *request, response,
+      context, check_api_key(context_.auth, *context), *request, response,
       [this](const v1::DumpActivationStatsRequest& in, v1::DumpActivationStatsResponse* out) {
         return dump_stats(in, out);
       });
@@ -125,7 +125,7 @@ grpc::ServerUnaryReactor* TandemService::GetRequestMoeCounters(grpc::CallbackSer
                                                                const grpc::ByteBuffer* request,
                                                                grpc::ByteBuffer* response) {
   return serve_unary<v1::GetRequestMoeCountersRequest, v1::GetRequestMoeCountersResponse>(
-      context, check_api_key(context_.api_keys, *context), *request, response,
+      context, check_api_key(context_.auth, *context), *request, response,
       [this](const v1::GetRequestMoeCountersRequest& in, v1::GetRequestMoeCountersResponse* out) {
         return get_request_moe_counters(in, out);
       });

@@ -13,6 +13,7 @@
 #include "server/daemon_options.h"
 #include "server/daemon_run.h"
 #include "server/exit_codes.h"
+#include "server/grpc_core_log.h"
 #include "server/shutdown_signals.h"
 #include "server/startup_banner.h"
 
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandemd: %s\n", logging_status.to_string().c_str());
     return kExitBadConfig;
   }
+  server::route_grpc_core_logs();
   server::log_startup_banner();
   for (const std::string& line : config::config_summary_lines(loaded->config)) {
     spdlog::info("config: {}", line);

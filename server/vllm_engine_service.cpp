@@ -5,6 +5,8 @@
 #include <ctime>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "server/api_key_auth.h"
 #include "server/generate_reactor.h"
 #include "server/wire_message.h"
@@ -50,7 +52,7 @@ grpc::ServerUnaryReactor* VllmEngineService::HealthCheck(grpc::CallbackServerCon
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
   return serve_unary<wire::HealthCheckRequest, wire::HealthCheckResponse>(
-      call, check_api_key(context_.api_keys, *call), *request, response,
+      call, check_api_key(context_.auth, *call), *request, response,
       [this](const wire::HealthCheckRequest&, wire::HealthCheckResponse* out) {
         return health_check(out);
       });
@@ -60,7 +62,7 @@ grpc::ServerUnaryReactor* VllmEngineService::Abort(grpc::CallbackServerContext* 
                                                    const grpc::ByteBuffer* request,
                                                    grpc::ByteBuffer* response) {
   return serve_unary<wire::AbortRequest, wire::AbortResponse>(
-      call, check_api_key(context_.api_keys, *call), *request, response,
+      call, check_api_key(context_.auth, *call), *request, response,
       [this](const wire::AbortRequest& in, wire::AbortResponse*) { return abort_requests(in); });
 }
 
@@ -68,7 +70,7 @@ grpc::ServerUnaryReactor* VllmEngineService::GetModelInfo(grpc::CallbackServerCo
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
   return serve_unary<wire::GetModelInfoRequest, wire::GetModelInfoResponse>(
-      call, check_api_key(context_.api_keys, *call), *request, response,
+      call, check_api_key(context_.auth, *call), *request, response,
       [this](const wire::GetModelInfoRequest&, wire::GetModelInfoResponse* out) {
         return model_info(out);
       });
@@ -78,7 +80,7 @@ grpc::ServerUnaryReactor* VllmEngineService::GetServerInfo(grpc::CallbackServerC
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
   return serve_unary<wire::GetServerInfoRequest, wire::GetServerInfoResponse>(
-      call, check_api_key(context_.api_keys, *call), *request, response,
+      call, check_api_key(context_.auth, *call), *request, response,
       [this](const wire::GetServerInfoRequest&, wire::GetServerInfoResponse* out) {
         return server_info(out);
       });
@@ -88,7 +90,7 @@ grpc::ServerUnaryReactor* VllmEngineService::GetLoads(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   return serve_unary<wire::GetLoadsRequest, wire::GetLoadsResponse>(
-      call, check_api_key(context_.api_keys, *call), *request, response,
+      call, check_api_key(context_.auth, *call), *request, response,
       [this](const wire::GetLoadsRequest& in, wire::GetLoadsResponse* out) {
         return loads(in, out);
       });
@@ -96,7 +98,7 @@ grpc::ServerUnaryReactor* VllmEngineService::GetLoads(grpc::CallbackServerContex
 
 grpc::Status VllmEngineService::unimplemented(const grpc::CallbackServerContext& call,
                                               const char* method) const {
-  grpc::Status auth = check_api_key(context_.api_keys, call);
+  grpc::Status auth = check_api_key(context_.auth, call);
   if (!auth.ok()) return auth;
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                       std::string("VllmEngine/") + method + " is not implemented by Tandem");
@@ -167,7 +169,10 @@ grpc::Status VllmEngineService::abort_requests(const wire::AbortRequest& request
                         "request_ids lists " + std::to_string(request.request_ids_size()) +
                             " ids; the limit is " + std::to_string(kMaxAbortIds));
   }
-  for (const std::string& id : request.request_ids()) engine->cancel(id);
+  int found = 0;
+  for (const std::string& id : request.request_ids()) found += engine->cancel(id) ? 1 : 0;
+  spdlog::info("abort: {} request id(s) asked, {} in flight cancelled", request.request_ids_size(),
+               found);
   return grpc::Status::OK;
 }
 

@@ -219,11 +219,20 @@ TEST_CASE("rules between keys are checked and name where each key was set", "[co
   sources.flags = {{"server.api_keys", "short"}};
   CHECK(contains(load_error(sources), "at least 8 characters"));
 
-  sources.flags = {{"server.tls_cert_file", "c.pem"},
-                   {"server.tls_key_file", "k.pem"},
-                   {"server.tls_client_ca_file", "ca.pem"},
-                   {"metrics.port", "0"},
-                   {"server.api_keys", "long-enough-key"}};
+  sources.flags = {{"server.trusted_peers", "127.0.0.1"}};
+  CHECK(contains(load_error(sources),
+                 "server.trusted_peers (flag --server.trusted_peers) is set but server.api_keys "
+                 "is empty"));
+  sources.flags = {{"server.api_keys", "long-enough-key"},
+                   {"server.trusted_peers", "127.0.0.1/32,10.0.0.1/8"}};
+  CHECK(contains(load_error(sources), "'10.0.0.1/8' has bits set past its /8 prefix"));
+  sources.flags = {{"server.api_keys", "long-enough-key"}, {"server.trusted_peers", "localhost"}};
+  CHECK(contains(load_error(sources), "'localhost' is not an IPv4 or IPv6 address"));
+
+  sources.flags = {
+      {"server.tls_cert_file", "c.pem"},       {"server.tls_key_file", "k.pem"},
+      {"server.tls_client_ca_file", "ca.pem"}, {"metrics.port", "0"},
+      {"server.api_keys", "long-enough-key"},  {"server.trusted_peers", "127.0.0.1,::1/128"}};
   CHECK(load_config(sources).ok());
 }
 

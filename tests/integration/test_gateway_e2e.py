@@ -2,6 +2,7 @@
 # by the official `openai` client: chat and completions, streaming and not, client disconnects.
 #
 # TANDEM_UPDATE_EXAMPLES=1 also rewrites docs/examples/chat-completion.json (the README's example).
+import contextlib
 import json
 import os
 import re
@@ -29,34 +30,37 @@ def smg_binary():
     return str(found) if found.exists() else shutil.which("smg")
 
 
-@pytest.fixture(scope="module")
-def stack(module_tandemd, tmp_path_factory):
-    """tandemd (demo model) with the SMG gateway in front; yields (daemon, gateway base URL)."""
-    daemon = module_tandemd.start()
-    info = daemon.vllm.GetModelInfo(pb.GetModelInfoRequest(), timeout=5)
+@contextlib.contextmanager
+def gateway(daemon, log_dir, *extra_args):
+    """The SMG gateway in front of `daemon`, once it lists MODEL; yields its base URL."""
+    info = daemon.vllm.GetModelInfo(pb.GetModelInfoRequest(), timeout=5,
+                                    metadata=daemon.metadata())
     port, prom = free_port(), free_port()
-    log_path = tmp_path_factory.mktemp("smg") / "smg.log"
+    log_path = Path(log_dir) / "smg.log"
     log = open(log_path, "wb")
     argv = [smg_binary(), "launch", "--host", "127.0.0.1", "--port", str(port), "--worker-urls",
             f"grpc://{daemon.address}", "--policy", "round_robin", "--tokenizer-path",
             info.tokenizer_path, "--prometheus-host", "127.0.0.1", "--prometheus-port",
-            str(prom)]
+            str(prom), *extra_args]
     gw = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                           env={**os.environ, "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"})
     base = f"http://127.0.0.1:{port}"
+    key = next((extra_args[i + 1] for i, a in enumerate(extra_args) if a == "--api-key"), None)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         deadline = time.monotonic() + GATEWAY_START_S
         models = []
         while time.monotonic() < deadline and MODEL not in models:
             assert gw.poll() is None, f"smg exited with {gw.returncode}:\n{log_path.read_text()}"
             try:
-                with urllib.request.urlopen(f"{base}/v1/models", timeout=2) as r:
+                request = urllib.request.Request(f"{base}/v1/models", headers=headers)
+                with urllib.request.urlopen(request, timeout=2) as r:
                     models = [m["id"] for m in json.loads(r.read())["data"]]
             except OSError:
                 pass
             time.sleep(0.2)
         assert MODEL in models, f"gateway never listed {MODEL}:\n{log_path.read_text()}"
-        yield daemon, base
+        yield base
     finally:
         if gw.poll() is None:
             os.killpg(gw.pid, signal.SIGTERM)
@@ -66,6 +70,14 @@ def stack(module_tandemd, tmp_path_factory):
                 os.killpg(gw.pid, signal.SIGKILL)
                 gw.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def stack(module_tandemd, tmp_path_factory):
+    """tandemd (demo model) with the SMG gateway in front; yields (daemon, gateway base URL)."""
+    daemon = module_tandemd.start()
+    with gateway(daemon, tmp_path_factory.mktemp("smg")) as base:
+        yield daemon, base
 
 
 @pytest.fixture
@@ -166,3 +178,21 @@ def test_client_disconnect_frees_sequence(stack, client):
     # The daemon ended it as aborted (cancel or Abort RPC), not as a finished request.
     assert total(after, "abort") == total(before, "abort") + 1
     assert total(after, "length") == total(before, "length")
+
+
+def test_gateway_with_api_keys_and_trusted_loopback(tandemd, tmp_path):
+    """server.api_keys with the gateway: SMG sends no metadata to its workers, so its address
+    is a trusted peer; the gateway's own clients authenticate to the gateway (--api-key)."""
+    worker_key, gateway_key = "worker-key-0123", "gateway-key-4567"
+    daemon = tandemd("--server.trusted_peers=127.0.0.1,::1", api_key=worker_key)
+    with gateway(daemon, tmp_path, "--api-key", gateway_key) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=gateway_key, max_retries=0,
+                               timeout=60)
+        reply = client.chat.completions.create(model=MODEL, messages=CHAT, temperature=0,
+                                               max_tokens=8)
+        assert reply.choices[0].message.content
+        anonymous = openai.OpenAI(base_url=f"{base}/v1", api_key="wrong-key", max_retries=0,
+                                  timeout=60)
+        with pytest.raises(openai.AuthenticationError):
+            anonymous.chat.completions.create(model=MODEL, messages=CHAT, max_tokens=8)
+    assert re.search(r"API keys required except from 127\.0\.0\.1, ::1", daemon.log())

@@ -81,7 +81,7 @@ class TestServer {
   explicit TestServer(std::string stats_output_path, std::vector<std::string> api_keys = {},
                       TandemServiceOptions options = {})
       : activity_(make_activity()) {
-    context_.api_keys = std::move(api_keys);
+    context_.auth.keys = std::move(api_keys);
     context_.placement = &demo_model().placement;
     context_.moe_activity = activity_.get();
     context_.set_state(ServingState::kServing);

@@ -66,7 +66,7 @@ struct Served {
     config.server.port = 0;
     config.runtime.threads = 1;
     config.model.tokenizer_dir.clear();
-    context.api_keys = config.server.api_keys;
+    context.auth = auth_policy(config.server);
     service = std::make_unique<VllmEngineService>(context);
     Result<std::unique_ptr<GrpcServer>> started = GrpcServer::start(config.server, {service.get()});
     REQUIRE(started.ok());
@@ -403,6 +403,43 @@ TEST_CASE("API keys are required on every VllmEngine call when configured", "[se
   CHECK(denied.status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   ctx = client_context("secret-key-1");
   CHECK(s.stub->GetModelInfo(ctx.get(), wire::GetModelInfoRequest(), &info).ok());
+}
+
+TEST_CASE("calls from a trusted peer need no API key, others still do", "[server][grpc]") {
+  config::Config c;
+  c.server.api_keys = {"secret-key-1"};
+  c.server.trusted_peers = {"127.0.0.0/8"};
+  Served trusted(c);
+  wire::GetModelInfoResponse info;
+  auto ctx = client_context();
+  CHECK(trusted.stub->GetModelInfo(ctx.get(), wire::GetModelInfoRequest(), &info).ok());
+  CHECK(run_generate(*trusted.stub, greedy_request("t", {1, 2}, 2, false)).status.ok());
+  // A wrong key from a trusted peer is still accepted: the peer, not the header, decides.
+  ctx = client_context("wrong-key-1");
+  CHECK(trusted.stub->GetModelInfo(ctx.get(), wire::GetModelInfoRequest(), &info).ok());
+
+  c.server.trusted_peers = {"10.0.0.0/8", "::2"};
+  Served other(c);
+  ctx = client_context();
+  CHECK(other.stub->GetModelInfo(ctx.get(), wire::GetModelInfoRequest(), &info).error_code() ==
+        grpc::StatusCode::UNAUTHENTICATED);
+  ctx = client_context("secret-key-1");
+  CHECK(other.stub->GetModelInfo(ctx.get(), wire::GetModelInfoRequest(), &info).ok());
+}
+
+TEST_CASE("gRPC peer strings give their IP address", "[server]") {
+  const auto is = [](std::string_view peer, std::string_view address) {
+    const std::optional<config::IpAddress> got = grpc_peer_address(peer);
+    return got.has_value() && got->bytes == config::parse_ip_address(address)->bytes;
+  };
+  CHECK(is("ipv4:127.0.0.1:43210", "127.0.0.1"));
+  CHECK(is("ipv6:[::1]:43210", "::1"));
+  CHECK(is("ipv6:%5B::ffff:10.1.2.3%5D:80", "10.1.2.3"));
+  CHECK(is("ipv6:%5B%3A%3A1%5D:80", "::1"));
+  CHECK_FALSE(grpc_peer_address("unix:/run/tandemd.sock").has_value());
+  CHECK_FALSE(grpc_peer_address("ipv4:not-an-address:1").has_value());
+  CHECK_FALSE(grpc_peer_address("ipv6:[::1:80").has_value());
+  CHECK_FALSE(grpc_peer_address("").has_value());
 }
 
 TEST_CASE("the methods Tandem does not implement check the API key first", "[server][grpc]") {
