@@ -68,7 +68,8 @@ Result<PeerNetwork> parse_peer_network(std::string_view text) {
   PeerNetwork network;
   network.prefix_bits = v4 ? 96 + bits : bits;
   for (size_t i = 0; i < 16; ++i) {
-    network.base.bytes[i] = static_cast<uint8_t>(address->bytes[i] & mask_byte(network.prefix_bits, i));
+    network.base.bytes[i] =
+        static_cast<uint8_t>(address->bytes[i] & mask_byte(network.prefix_bits, i));
   }
   if (network.base.bytes != address->bytes) {
     return invalid_argument_error(quoted + " has bits set past its /" + std::to_string(bits) +

@@ -1,6 +1,7 @@
 # Integration tests of tandemd's refusals to start and their exit codes (docs/deployment.md):
 # 2 for configuration the daemon cannot use, 3 for a model it cannot serve as configured, 1 for
 # failures a restart may cure. Each run must end within seconds, with a message naming the cause.
+import json
 import socket
 import subprocess
 
@@ -69,3 +70,16 @@ def test_a_port_in_use_is_a_transient_failure():
         rc, log = run_tandemd(port=taken.getsockname()[1])
     assert rc == EXIT_FAILURE, log
     assert "cannot listen" in log, log
+
+
+def test_json_logging_keeps_grpc_core_lines_json():
+    """gRPC core reports the failed bind itself; with logging.format json that line is JSON too."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        rc, log = run_tandemd("--logging.format=json", port=taken.getsockname()[1])
+    assert rc == EXIT_FAILURE, log
+    lines = [line for line in log.splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # fails on any plain-text line
+    assert any(r["msg"].startswith("grpc: ") and "Address already in use" in r["msg"]
+               for r in records), log

@@ -186,6 +186,30 @@ def test_abort_mid_stream(demo):
     assert demo.wait_idle() == 0
     # Aborting a finished id is fine.
     demo.vllm.Abort(pb.AbortRequest(request_ids=[rid]), timeout=5)
+    # Both the Abort calls and the request's end are logged at info (one line each).
+    log = demo.log()
+    assert "abort: 2 request id(s) asked, 1 in flight cancelled" in log, log
+    assert "abort: 1 request id(s) asked, 0 in flight cancelled" in log, log
+    assert re.search(rf"request {rid}: abort, \d+ prompt \+ \d+ generated tokens", log), log
+
+
+def test_one_log_line_per_request(demo):
+    rid = new_id("logline")
+    generate(demo, DEMO_PROMPT, request_id=rid, max_tokens=3, ignore_eos=True)
+    bad = new_id("logbad")
+    assert rpc_code(generate, demo, [], request_id=bad, max_tokens=1) == \
+        grpc.StatusCode.INVALID_ARGUMENT
+    hostile = "evil\nrequest forged: stop"
+    generate(demo, DEMO_PROMPT, request_id=hostile, max_tokens=1, ignore_eos=True)
+    log = demo.log()
+    lines = [line for line in log.splitlines() if f"request {rid}:" in line]
+    assert len(lines) == 1, log
+    assert re.search(rf"request {rid}: length, {len(DEMO_PROMPT)} prompt \+ 3 generated tokens, "
+                     r"\d+\.\d{3} s$", lines[0]), lines[0]
+    assert re.search(rf"request {bad}: invalid_argument, .*; INVALID_ARGUMENT: ", log), log
+    # A client's control characters never start a line of their own.
+    assert "request evil?request forged: stop: length" in log, log
+    assert not any(line.startswith("request forged") for line in log.splitlines()), log
 
 
 def test_client_cancel_frees_request(demo):
