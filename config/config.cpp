@@ -10,6 +10,7 @@ constexpr std::string_view kLogLevelNames[] = {"trace", "debug",    "info", "war
                                                "error", "critical", "off"};
 constexpr std::string_view kLogFormatNames[] = {"text", "json"};
 constexpr std::string_view kDenseDeviceNames[] = {"auto", "cpu", "gpu"};
+constexpr std::string_view kLoadModeNames[] = {"mmap", "read"};
 }  // namespace
 
 std::span<const std::string_view> enum_names(ModelFormat) {
@@ -27,6 +28,10 @@ std::span<const std::string_view> enum_names(LogFormat) {
 
 std::span<const std::string_view> enum_names(DenseDevice) {
   return kDenseDeviceNames;
+}
+
+std::span<const std::string_view> enum_names(LoadMode) {
+  return kLoadModeNames;
 }
 
 }  // namespace tandem::config

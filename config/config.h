@@ -20,6 +20,10 @@ namespace tandem::config {
 // model.format: how to read the checkpoint at model.path.
 enum class ModelFormat { kAuto, kGguf, kSafetensors };
 
+// model.load_mode: how the weights are held: mapped from the file (shared with the page cache,
+// started at once, but only as stable as the file) or read into the process's own memory.
+enum class LoadMode { kMmap, kRead };
+
 // placement.policy: how experts are chosen for the GPU (see DESIGN.md §3).
 enum class PlacementPolicy { kFrequency, kUniform, kBudget };
 
@@ -53,6 +57,7 @@ struct ModelConfig {
   std::string served_name;    // "" = derived from path.
   std::string tokenizer_dir;  // "" = model dir (HF) or exported beside the GGUF file.
   ModelFormat format = ModelFormat::kAuto;
+  LoadMode load_mode = LoadMode::kMmap;
   int context_length = 0;  // 0 = what the model declares.
 };
 
@@ -94,6 +99,7 @@ std::span<const std::string_view> enum_names(PlacementPolicy);
 std::span<const std::string_view> enum_names(LogLevel);
 std::span<const std::string_view> enum_names(LogFormat);
 std::span<const std::string_view> enum_names(DenseDevice);
+std::span<const std::string_view> enum_names(LoadMode);
 
 // The spelling of one value ("gguf", "budget", "info", "json").
 template <typename E>

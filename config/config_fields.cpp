@@ -115,6 +115,14 @@ const FieldDescriptor kFields[] = {
      .doc = "Checkpoint format. auto = by the file's magic / directory contents; gguf or "
             "safetensors must agree with model.path (a mismatch is refused at startup, exit 3).",
      .ref = &member_ref<&Config::model, &ModelConfig::format>},
+    {.section = "model", .name = "load_mode",
+     .doc = "How the weights are held. mmap = mapped from the file: starts at once and shares "
+            "the page cache, but the file must not change while tandemd serves it (a file "
+            "truncated or rewritten in place is detected: every request then fails with "
+            "DATA_LOSS and health turns NOT_SERVING; replace files by rename instead). read = "
+            "read into tandemd's own memory at startup (huge pages where available): slower "
+            "to start, immune to the file changing.",
+     .ref = &member_ref<&Config::model, &ModelConfig::load_mode>},
     {.section = "model", .name = "context_length",
      .doc = "Maximum tokens per sequence (prompt + output). 0 = the length the model declares; "
             "a larger value than the model's is refused at startup (exit code 3) with a message "

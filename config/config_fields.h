@@ -17,8 +17,9 @@
 namespace tandem::config {
 
 // Where one field lives inside a Config. The pointee type decides the field's kind.
-using FieldRef = std::variant<std::string*, int*, uint64_t*, std::vector<std::string>*,
-                              ModelFormat*, PlacementPolicy*, LogLevel*, LogFormat*, DenseDevice*>;
+using FieldRef =
+    std::variant<std::string*, int*, uint64_t*, std::vector<std::string>*, ModelFormat*,
+                 PlacementPolicy*, LogLevel*, LogFormat*, DenseDevice*, LoadMode*>;
 
 enum class FieldKind { kString, kInteger, kByteSize, kStringList, kEnum };
 

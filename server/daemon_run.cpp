@@ -183,8 +183,22 @@ int run_daemon(config::Config config, const std::string& executable_path) {
   }
 
   Exported exported;
+  bool failure_reported = false;
   while (!signals.wait(std::chrono::duration_cast<std::chrono::milliseconds>(kGaugeInterval))) {
     update_gauges(*engine->scheduler, **activity, **metrics, exported);
+    // The scheduler checks the files after every forward pass; this catches a change while
+    // idle, so health turns NOT_SERVING before the next request arrives.
+    if (!failure_reported) {
+      if (const Status files = model::check_checkpoint_files(model->checkpoint); !files.ok()) {
+        engine->scheduler->fail(files);
+      }
+      if (const Status failure = engine->scheduler->failure(); !failure.ok()) {
+        failure_reported = true;
+        (*server)->set_serving(false);
+        (*metrics)->set_serving(false);
+        spdlog::error("not serving any more: {}", failure.message());
+      }
+    }
   }
   drain(context, **server, **metrics, *engine->scheduler,
         std::chrono::seconds(config.server.shutdown_grace_seconds));

@@ -160,6 +160,11 @@ Result<ServingEngine> start_engine(const config::Config& config, const StartedMo
       options.eos_token_ids.end());
   options.tokenizer = engine.tokenizer.get();
   options.routing_observer = observer;
+  // After every forward pass: a model file truncated or rewritten under its mapping fails the
+  // scheduler instead of serving garbage (model.load_mode: read has no file to watch).
+  options.weights_check = [&checkpoint = model.checkpoint] {
+    return model::check_checkpoint_files(checkpoint);
+  };
   engine.info.eos_token_ids = options.eos_token_ids;
   Result<std::unique_ptr<runtime::Scheduler>> scheduler =
       runtime::Scheduler::create(std::move(runner), std::move(options));

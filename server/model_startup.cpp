@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <sstream>
 #include <string>
 
@@ -43,6 +44,14 @@ Result<StartedModel> start_model(const config::Config& config, const GpuProbe& g
   TANDEM_RETURN_IF_ERROR(check_model_format(config.model.format, config.model.path));
   TANDEM_ASSIGN_OR_RETURN(model::Checkpoint checkpoint, model::open_model(config.model.path));
   log_model(checkpoint);
+  if (config.model.load_mode == config::LoadMode::kRead) {
+    const auto started = std::chrono::steady_clock::now();
+    TANDEM_RETURN_IF_ERROR(model::load_checkpoint_into_memory(checkpoint));
+    spdlog::info(
+        "model: read into memory in {:.1f} s (model.load_mode read): the files may "
+        "change on disk without affecting this server",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
   TANDEM_RETURN_IF_ERROR(check_context_length(config.model.context_length,
                                               checkpoint.spec->context_length, checkpoint.path));
   placement::GpuBudget budget;

@@ -147,6 +147,11 @@ grpc::Status VllmEngineService::health_check(wire::HealthCheckResponse* response
     response->set_message("draining: the server is shutting down");
     return grpc::Status::OK;
   }
+  if (const Status failure = engine->failure(); !failure.ok()) {
+    response->set_healthy(false);
+    response->set_message("not serving: " + failure.message());
+    return grpc::Status::OK;
+  }
   const runtime::SchedulerLoad load = engine->load();
   const auto silent = runtime::Clock::now() - load.heartbeat;
   if (silent > context_.wedged_after) {

@@ -92,6 +92,7 @@ Result<Checkpoint> open_gguf(const std::string& path) {
     c.architecture_name = std::string(*a);
   }
   c.owner = owner;
+  if (owner->mapping() != nullptr) c.files.push_back(owner->mapping());
   if (c.tensors.empty()) {
     c.not_runnable_reason = "no tensors (a vocabulary-only file)";
     return c;
@@ -137,6 +138,7 @@ Result<Checkpoint> open_hf(const std::string& path) {
   c.path = path;
   c.format = CheckpointFormat::kSafetensors;
   for (const SafetensorsFile& shard : owner->shards()) {
+    c.files.push_back(&shard.mapping());
     for (const auto& [key, value] : shard.metadata()) c.metadata.emplace_back(key, value);
   }
   if (owner->index_metadata().is_object()) {
@@ -177,6 +179,16 @@ Result<Checkpoint> open_hf(const std::string& path) {
 Result<Checkpoint> open_checkpoint(const std::string& path) {
   TANDEM_ASSIGN_OR_RETURN(CheckpointFormat format, detect_checkpoint_format(path));
   return format == CheckpointFormat::kGguf ? open_gguf(path) : open_hf(path);
+}
+
+Status check_checkpoint_files(const Checkpoint& c) {
+  for (const MappedFile* file : c.files) TANDEM_RETURN_IF_ERROR(file->check_unchanged());
+  return Status();
+}
+
+Status load_checkpoint_into_memory(const Checkpoint& c) {
+  for (const MappedFile* file : c.files) TANDEM_RETURN_IF_ERROR(file->load_into_memory());
+  return Status();
 }
 
 Result<Checkpoint> open_model(const std::string& path) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/base/result.h"
+#include "engine/model/mapped_file.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/tensor_info.h"
@@ -48,7 +49,18 @@ struct Checkpoint {
 
   // The format reader that owns the mappings (and any converted copies).
   std::shared_ptr<const void> owner;
+  // The mapped files the tensors view (owned by `owner`), for check_checkpoint_files and
+  // load_checkpoint_into_memory.
+  std::vector<const MappedFile*> files;
 };
+
+// OK while every file of `c` is as it was opened (MappedFile::check_unchanged); the first
+// DATA_LOSS otherwise. Any thread; one fstat per file.
+Status check_checkpoint_files(const Checkpoint& c);
+
+// Reads every file of `c` into memory (MappedFile::load_into_memory), after which changes to the
+// files on disk no longer affect it. Blocking I/O; call before other threads read the weights.
+Status load_checkpoint_into_memory(const Checkpoint& c);
 
 // Opens `path`. Errors (the message names the file):
 // - malformed files (bad magic, truncated, ...): the reader's error (INVALID_ARGUMENT etc.);

@@ -165,6 +165,8 @@ class GgufFile {
   ~GgufFile();
 
   const std::string& name() const { return name_; }  // the path for open()
+  // The file's mapping for open(); null for parse().
+  const MappedFile* mapping() const { return mapping_.has_value() ? &*mapping_ : nullptr; }
   std::span<const uint8_t> bytes() const { return bytes_; }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }

@@ -1,4 +1,5 @@
-// MappedFile: open + fstat + mmap, with errors that name the path.
+// MappedFile: open + fstat + mmap, with errors that name the path; the change check and the copy
+// into memory.
 #include "engine/model/mapped_file.h"
 
 #include <fcntl.h>
@@ -9,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "engine/model/mapping_fault_guard.h"
+
 namespace tandem::model {
 
 namespace {
@@ -18,7 +21,32 @@ Status errno_status(int err, const std::string& what, const std::string& path) {
   if (err == EACCES || err == EPERM) return permission_denied_error(std::move(msg));
   return invalid_argument_error(std::move(msg));
 }
+
+int64_t mtime_ns(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// What differs between the file as opened and `now`, or "" when nothing.
+std::string describe_change(size_t size, int64_t opened_mtime, const struct stat& now) {
+  if (static_cast<uint64_t>(now.st_size) != size) {
+    return "its size went from " + std::to_string(size) + " to " + std::to_string(now.st_size) +
+           " bytes";
+  }
+  if (mtime_ns(now) != opened_mtime)
+    return "it was rewritten in place (its modification time moved)";
+  return "";
+}
+
+constexpr const char* kAdvice =
+    "; the weights being served are no longer the ones loaded, so this model is not served any "
+    "more. Replace model files by rename (cp to a new name, then mv), or set model.load_mode: "
+    "read; restart tandemd to load the file as it is now";
 }  // namespace
+
+MappedFile::MappedFile(std::string path, const uint8_t* data, size_t size, int fd, int64_t mtime)
+    : path_(std::move(path)), data_(data), size_(size), fd_(fd), mtime_ns_(mtime) {
+  guard_slot_ = guard_mapping(data_, size_);
+}
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -34,21 +62,27 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
     return invalid_argument_error(path + ": not a regular file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    return MappedFile(path, nullptr, 0);
-  }
+  if (size == 0) return MappedFile(path, nullptr, 0, fd, mtime_ns(st));
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping keeps its own reference to the file
-  if (addr == MAP_FAILED) return errno_status(err, "cannot mmap", path);
-  return MappedFile(path, static_cast<const uint8_t*>(addr), size);
+  if (addr == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    return errno_status(err, "cannot mmap", path);
+  }
+  return MappedFile(path, static_cast<const uint8_t*>(addr), size, fd, mtime_ns(st));
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
+    : path_(std::move(other.path_)),
+      data_(other.data_),
+      size_(other.size_),
+      fd_(other.fd_),
+      mtime_ns_(other.mtime_ns_),
+      guard_slot_(other.guard_slot_) {
   other.data_ = nullptr;
   other.size_ = 0;
+  other.fd_ = -1;
+  other.guard_slot_ = -1;
 }
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
@@ -57,8 +91,13 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     path_ = std::move(other.path_);
     data_ = other.data_;
     size_ = other.size_;
+    fd_ = other.fd_;
+    mtime_ns_ = other.mtime_ns_;
+    guard_slot_ = other.guard_slot_;
     other.data_ = nullptr;
     other.size_ = 0;
+    other.fd_ = -1;
+    other.guard_slot_ = -1;
   }
   return *this;
 }
@@ -68,9 +107,13 @@ MappedFile::~MappedFile() {
 }
 
 void MappedFile::reset() {
+  unguard_mapping(guard_slot_);
+  guard_slot_ = -1;
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
   data_ = nullptr;
   size_ = 0;
+  fd_ = -1;
 }
 
 Result<std::span<const uint8_t>> MappedFile::slice(uint64_t offset, uint64_t length) const {
@@ -80,6 +123,68 @@ Result<std::span<const uint8_t>> MappedFile::slice(uint64_t offset, uint64_t len
                               ") lie outside the file (" + std::to_string(size_) + " bytes)");
   }
   return std::span<const uint8_t>(data_ + offset, static_cast<size_t>(length));
+}
+
+Status MappedFile::check_unchanged() const {
+  if (fd_ < 0) return Status();
+  if (mapping_faulted(guard_slot_)) {
+    return data_loss_error(path_ +
+                           " changed on disk while being served: a read went past its "
+                           "end (the file was truncated)" +
+                           std::string(kAdvice));
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    return data_loss_error(path_ + ": cannot stat the served file: " + std::strerror(errno));
+  }
+  const std::string change = describe_change(size_, mtime_ns_, st);
+  if (change.empty()) return Status();
+  return data_loss_error(path_ + " changed on disk while being served: " + change + kAdvice);
+}
+
+Status MappedFile::load_into_memory() const {
+  if (fd_ < 0) return Status();
+  if (size_ > 0) {
+    void* copy = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) {
+      return internal_error(path_ + ": cannot allocate " + std::to_string(size_) +
+                            " bytes to read it into memory: " + std::strerror(errno));
+    }
+    // Large pages where the kernel has them: fewer TLB misses over weights read at every step.
+    ::madvise(copy, size_, MADV_HUGEPAGE);
+    auto* out = static_cast<uint8_t*>(copy);
+    size_t done = 0;
+    while (done < size_) {
+      const ssize_t n = ::pread(fd_, out + done, size_ - done, static_cast<off_t>(done));
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        const std::string why = n == 0 ? "the file ended early" : std::strerror(errno);
+        ::munmap(copy, size_);
+        return data_loss_error(path_ + ": reading it into memory failed at byte " +
+                               std::to_string(done) + ": " + why);
+      }
+      done += static_cast<size_t>(n);
+    }
+    const Status unchanged = check_unchanged();
+    if (!unchanged.ok()) {
+      ::munmap(copy, size_);
+      return unchanged;
+    }
+    ::mprotect(copy, size_, PROT_READ);
+    // Moves the copy over the file mapping: same address, the file's pages unmapped at once.
+    void* moved =
+        ::mremap(copy, size_, size_, MREMAP_MAYMOVE | MREMAP_FIXED, const_cast<uint8_t*>(data_));
+    if (moved == MAP_FAILED) {
+      const int err = errno;
+      ::munmap(copy, size_);
+      return internal_error(path_ + ": cannot move the copy into place: " + std::strerror(err));
+    }
+  }
+  ::close(fd_);
+  fd_ = -1;
+  unguard_mapping(guard_slot_);
+  guard_slot_ = -1;
+  return Status();
 }
 
 }  // namespace tandem::model

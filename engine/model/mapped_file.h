@@ -10,8 +10,12 @@
 
 namespace tandem::model {
 
-// Owns one read-only, private mapping. Move-only; the bytes stay valid until destruction.
-// Immutable after open, so any thread may read it concurrently.
+// Owns one read-only, private mapping and the open file behind it. Move-only; the bytes stay
+// valid (at the same address) until destruction. The bytes are immutable after open, so any
+// thread may read them concurrently, but they are only as stable as the file: a file truncated or
+// rewritten in place changes them under the reader (a truncation would raise SIGBUS; the mapping
+// is guarded, see mapping_fault_guard.h). check_unchanged tells; load_into_memory removes the
+// dependence on the file.
 class MappedFile {
  public:
   // Maps `path` read-only. NOT_FOUND when it does not exist, PERMISSION_DENIED when it cannot be
@@ -33,14 +37,30 @@ class MappedFile {
   // path, the range and the file size. Overflow-safe.
   Result<std::span<const uint8_t>> slice(uint64_t offset, uint64_t length) const;
 
+  // OK while the bytes are still the file's as opened: the open file's size and modification
+  // time are what they were (one fstat), and no read faulted past its end. DATA_LOSS naming the
+  // path and what changed otherwise (a file replaced by rename is not a change: the mapping keeps
+  // the old file). Always OK after load_into_memory. Any thread; cheap enough for every step.
+  Status check_unchanged() const;
+
+  // Copies the file into anonymous memory at the same address (so every view stays valid) and
+  // closes it; from then on the bytes no longer depend on the file. DATA_LOSS when the file
+  // changed while being read, INTERNAL when memory runs out. Blocking I/O (reads the whole file);
+  // call before other threads read the bytes. Idempotent. Logically const: the bytes and their
+  // address do not change.
+  Status load_into_memory() const;
+  bool in_memory() const { return fd_ < 0; }
+
  private:
-  MappedFile(std::string path, const uint8_t* data, size_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::string path, const uint8_t* data, size_t size, int fd, int64_t mtime_ns);
   void reset();
 
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  mutable int fd_ = -1;   // the open file while the bytes are mapped from it; -1 once in memory
+  int64_t mtime_ns_ = 0;  // the file's modification time at open
+  mutable int guard_slot_ = -1;  // mapping_fault_guard slot while mapped from the file
 };
 
 }  // namespace tandem::model

@@ -68,6 +68,7 @@ class SafetensorsFile {
 
   const std::string& path() const { return file_.path(); }
   uint64_t size() const { return file_.size(); }
+  const MappedFile& mapping() const { return file_; }
   // Ordered by file offset.
   const std::vector<TensorInfo>& tensors() const { return contents_.tensors; }
   const std::map<std::string, std::string>& metadata() const { return contents_.metadata; }

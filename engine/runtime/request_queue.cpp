@@ -173,6 +173,10 @@ std::vector<AcceptedRequest> RequestQueue::drain() {
   return out;
 }
 
+void RequestQueue::notify() {
+  state_->wake_scheduler();
+}
+
 bool RequestQueue::wait_for_work(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(state_->mu);
   const bool woken = state_->cv.wait_for(

@@ -144,6 +144,9 @@ class RequestQueue {
   // (unknown or already finished), which callers treat as success (aborting is idempotent).
   bool cancel(const std::string& id);
 
+  // Any thread: ends the scheduler's current wait_for_work early (it has something to do).
+  void notify();
+
   // Any thread: later submissions fail with UNAVAILABLE; wakes the scheduler. Requests already
   // accepted stay in flight until the scheduler finishes them.
   void close();

@@ -54,6 +54,7 @@ class Scheduler::Loop {
     while (true) {
       const bool stopping = s_.stop_requested_.load(std::memory_order_acquire);
       take_new(s_.queue_->drain());
+      if (s_.failed_.load(std::memory_order_acquire) && !seqs_.empty()) fail_all(s_.failure());
       if (stopping && static_cast<StopMode>(s_.stop_mode_.load()) == StopMode::kAbort) {
         abort_all();
         return;
@@ -75,6 +76,19 @@ class Scheduler::Loop {
     s_.load_kv_used_.store(s_.allocator_.total_blocks() - s_.allocator_.free_blocks(),
                            std::memory_order_relaxed);
     s_.heartbeat_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  }
+
+  // Ends every sequence with kError and `reason` (the scheduler failed).
+  void fail_all(const Status& reason) {
+    std::vector<SeqId> ids;
+    ids.reserve(seqs_.size());
+    for (const auto& [id, seq] : seqs_) ids.push_back(id);
+    for (SeqId id : ids) {
+      Sequence& q = seqs_.at(id);
+      StopDecision last = q.stop->abort();
+      if (!last.text.empty()) s_.queue_->push_tokens(*q.channel, {}, std::move(last.text));
+      end(id, FinishReason::kError, reason);
+    }
   }
 
   // Ends every sequence with kAbort (stop(kAbort), or never started).
@@ -206,6 +220,15 @@ class Scheduler::Loop {
       // The batch's caches are undefined from the chunk on: fail its sequences.
       for (const ScheduledWork& w : work) end(w.id, FinishReason::kError, status);
       return;
+    }
+    if (s_.options_.weights_check) {
+      Status weights = s_.options_.weights_check();
+      if (!weights.ok()) {
+        // The pass may have read changed (or zeroed) weights: nothing it computed is used.
+        s_.fail(std::move(weights));
+        fail_all(s_.failure());
+        return;
+      }
     }
     if (observer != nullptr) {
       routed_.clear();
@@ -407,7 +430,25 @@ void Scheduler::stop(StopMode mode) {
 }
 
 Result<RequestHandle> Scheduler::submit(Request request) {
+  if (failed_.load(std::memory_order_acquire)) {
+    return unavailable_error("this server stopped serving its model: " + failure().message());
+  }
   return queue_->submit(std::move(request));
+}
+
+void Scheduler::fail(Status reason) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    if (!failure_.ok()) return;
+    failure_ = reason.ok() ? internal_error("scheduler failed") : std::move(reason);
+  }
+  failed_.store(true, std::memory_order_release);
+  queue_->notify();
+}
+
+Status Scheduler::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return failure_;
 }
 
 Status Scheduler::validate(const Request& request) const {

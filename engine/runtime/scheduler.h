@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct SchedulerOptions {
   // Optional, non-owning, must outlive the scheduler: told about every forward pass's routing
   // (the forward then records it, a copy of n_tokens * k ids and weights per MoE layer).
   RoutingObserver* routing_observer = nullptr;
+  // Optional: called on the scheduler thread after every forward pass, before its results are
+  // used (e.g. check_checkpoint_files: the model file may have changed under the mapping). An
+  // error discards the pass and fails the scheduler with it (fail()).
+  std::function<Status()> weights_check;
   // Test seam: called on the scheduler thread after each forward pass's events were pushed, with
   // the number of forward passes so far. Blocking in it pauses the loop. Empty: nothing.
   std::function<void(int64_t)> after_step;
@@ -114,6 +119,12 @@ class Scheduler {
   bool cancel(const std::string& id);
   // Any thread: requests accepted and not yet finished.
   size_t in_flight() const;
+  // Any thread: the scheduler stops serving for good: every accepted request ends with
+  // `reason` (an error) at the loop's next iteration, and later submits fail UNAVAILABLE with
+  // its message. The first reason is kept. The loop keeps running (idle) until stop().
+  void fail(Status reason);
+  // Any thread: the reason given to fail() (or by weights_check), OK while serving.
+  Status failure() const;
   // Any thread: the latest published load.
   SchedulerLoad load() const;
 
@@ -160,6 +171,9 @@ class Scheduler {
   std::atomic<int64_t> load_waiting_{0};
   std::atomic<int64_t> load_kv_used_{0};
   std::atomic<int64_t> heartbeat_ns_{0};  // Clock::time_point since epoch, in ns
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mu_;
+  Status failure_;  // guarded by failure_mu_; set once
 };
 
 }  // namespace tandem::runtime

@@ -1,6 +1,7 @@
 // Tests of the engine loop (Scheduler) on the tiny F32 model: batch invariance, chunked prefill
 // against llama.cpp's greedy tokens, preemption/recompute, cancellation, deadlines, stop, stress,
 // and what the routing observer is told.
+#include <atomic>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -45,7 +46,8 @@ SchedulerLimits small_limits() {
 Engine make_engine(const SchedulerLimits& limits, int64_t kv_blocks = 0, size_t capacity = 64,
                    bool with_tokenizer = false, bool start = true,
                    std::function<void(int64_t)> after_step = {},
-                   const std::string& model_path = tiny_moe_dir() + "tiny-moe-f32.gguf") {
+                   const std::string& model_path = tiny_moe_dir() + "tiny-moe-f32.gguf",
+                   std::function<Status()> weights_check = {}) {
   Engine e;
   e.model = load_model(model_path, 2);
   SchedulerOptions options;
@@ -60,6 +62,7 @@ Engine make_engine(const SchedulerLimits& limits, int64_t kv_blocks = 0, size_t 
   options.kv_blocks = kv_blocks;
   options.queue_capacity = capacity;
   options.after_step = std::move(after_step);
+  options.weights_check = std::move(weights_check);
   auto s = Scheduler::create(std::move(e.model->runner), options);
   INFO((s.ok() ? "" : s.status().to_string()));
   REQUIRE(s.ok());
@@ -404,6 +407,59 @@ TEST_CASE("scheduler: submission checks and stop(kAbort)", "[runtime][scheduler_
   CHECK(e.scheduler->submit(greedy_request("after", fox_tokens(), 4)).status().code() ==
         StatusCode::kUnavailable);
   CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+}
+
+TEST_CASE("scheduler: a failed weights check discards the pass and fails every request",
+          "[runtime][scheduler_loop]") {
+  std::atomic<int> checks{0};
+  const auto check = [&checks]() -> Status {
+    if (checks.fetch_add(1) < 3) return Status();
+    return data_loss_error("m.gguf changed on disk while being served");
+  };
+  Engine e = make_engine(small_limits(), 0, 64, false, /*start=*/false, {},
+                         tiny_moe_dir() + "tiny-moe-f32.gguf", check);
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < 4; ++i) {
+    auto h = e.scheduler->submit(greedy_request("w" + std::to_string(i), fox_tokens(), 60));
+    REQUIRE(h.ok());
+    handles.push_back(std::move(h).value());
+  }
+  REQUIRE(e.scheduler->start().ok());
+  for (auto& h : handles) {
+    const Outcome o = collect(h);
+    REQUIRE(o.finals == 1);
+    CHECK(o.reason == FinishReason::kError);
+    CHECK(o.error.code() == StatusCode::kDataLoss);
+    // Passes 1-3 were checked fine (prefill, then 2 tokens); the 4th pass's token is discarded.
+    CHECK(o.tokens.size() == 3);
+  }
+  const auto after = e.scheduler->submit(greedy_request("after", fox_tokens(), 4));
+  CHECK(after.status().code() == StatusCode::kUnavailable);
+  CHECK_THAT(after.status().message(),
+             Catch::Contains("stopped serving its model: m.gguf changed on disk"));
+  CHECK(e.scheduler->failure().code() == StatusCode::kDataLoss);
+  CHECK(e.scheduler->in_flight() == 0);
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+}
+
+TEST_CASE("scheduler: fail() from another thread ends running requests and refuses new ones",
+          "[runtime][scheduler_loop]") {
+  Engine e = make_engine(small_limits());
+  CHECK(e.scheduler->failure().ok());
+  auto h = e.scheduler->submit(greedy_request("long", fox_tokens(), 80));
+  REQUIRE(h.ok());
+  e.scheduler->fail(data_loss_error("first reason"));
+  e.scheduler->fail(data_loss_error("second reason"));  // the first is kept
+  const Outcome o = collect(h.value());
+  REQUIRE(o.finals == 1);
+  // The tiny model may finish before the failure is seen; it never runs on afterwards.
+  CHECK((o.reason == FinishReason::kError || o.reason == FinishReason::kLength));
+  if (o.reason == FinishReason::kError) CHECK(o.error.message() == "first reason");
+  CHECK(e.scheduler->failure().message() == "first reason");
+  CHECK(e.scheduler->submit(greedy_request("after", fox_tokens(), 4)).status().code() ==
+        StatusCode::kUnavailable);
+  e.scheduler->stop();
 }
 
 TEST_CASE("scheduler: stop(kAbort) before start ends every accepted request with abort",
