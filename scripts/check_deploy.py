@@ -357,6 +357,9 @@ MUTATIONS = [
      "ProtectSystem"),
     ("deploy/systemd/tandemd.service", "CapabilityBoundingSet=\n",
      "CapabilityBoundingSet=CAP_NET_ADMIN\n", "CapabilityBoundingSet"),
+    ("deploy/systemd/smg.service", "--max-payload-size 4194304 ", "", "--max-payload-size"),
+    ("deploy/docker/Dockerfile.smg", "--max-concurrent-requests 320 ", "",
+     "--max-concurrent-requests"),
 ]
 
 

@@ -7,6 +7,8 @@ import subprocess
 
 import yaml
 
+from check_deploy_units import check_gateway_limits
+
 TANDEMD_DOCKERFILES = ("deploy/docker/Dockerfile", "deploy/docker/Dockerfile.cuda")
 # Folders the build stage needs from the context; a .dockerignore must not drop them.
 NEEDED_IN_CONTEXT = ("CMakeLists.txt", "cmake", "config", "engine", "kernels", "proto", "server",
@@ -144,6 +146,7 @@ def check_smg_dockerfile(checker):
     rel = "deploy/docker/Dockerfile.smg"
     instructions = parse_dockerfile(checker.path(rel))
     check_common(checker, rel, final_stage(instructions))
+    check_gateway_limits(checker, rel, " ".join(a for w, a in instructions if w == "ENTRYPOINT"))
     args = dict(a.split("=", 1) for w, a in instructions if w == "ARG" and "=" in a)
     runs = " ".join(a for w, a in instructions if w == "RUN")
     pin = re.search(r'smg==([0-9][\w.]*|\$\{SMG_VERSION\})', runs)

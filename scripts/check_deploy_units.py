@@ -110,6 +110,17 @@ def check_tandemd_unit(checker, rel, unit):
     return resolved
 
 
+# The gateway's own limits every shipped smg command line sets (issue 18: its defaults accept a
+# 512 MiB body and keep a request for 30 minutes).
+GATEWAY_LIMIT_FLAGS = ("--max-payload-size", "--request-timeout-secs", "--max-concurrent-requests")
+
+
+def check_gateway_limits(checker, rel, command_line):
+    for flag in GATEWAY_LIMIT_FLAGS:
+        if flag not in command_line:
+            checker.fail(rel, f"the smg command line does not set {flag}")
+
+
 def check_smg_unit(checker, rel, unit, tandemd_port):
     service = unit.get("Service", {})
     check_hardening(checker, rel, service)
@@ -118,6 +129,7 @@ def check_smg_unit(checker, rel, unit, tandemd_port):
         checker.fail(rel, f"TANDEMD_URL {url!r} is not grpc://127.0.0.1:{tandemd_port}")
     if "--worker-urls" not in " ".join(service.get("ExecStart", [])):
         checker.fail(rel, "ExecStart does not pass --worker-urls")
+    check_gateway_limits(checker, rel, " ".join(service.get("ExecStart", [])))
 
 
 def run_systemd_analyze(checker, units):

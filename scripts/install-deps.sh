@@ -12,6 +12,8 @@ packages=(
   libbenchmark-dev
   # deploy checks (tests/deploy: scripts/check_deploy.py)
   python3-yaml
+  # the fuzzers (scripts/run-fuzzers.sh, run by .ci/run): clang with libFuzzer and ASan/UBSan
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()
