@@ -129,8 +129,12 @@ void GenerateReactor::pump_locked() {
       }
       last_token_at_ = now;
       output_ids_.insert(output_ids_.end(), event->token_ids.begin(), event->token_ids.end());
+      output_logprobs_.insert(output_logprobs_.end(), event->logprobs.begin(),
+                              event->logprobs.end());
       if (streaming_) {
         unsent_ids_.insert(unsent_ids_.end(), event->token_ids.begin(), event->token_ids.end());
+        unsent_logprobs_.insert(unsent_logprobs_.end(), event->logprobs.begin(),
+                                event->logprobs.end());
       }
     }
     if (event->is_final) final_ = std::move(event);
@@ -148,9 +152,10 @@ void GenerateReactor::pump_locked() {
     return finish_locked(grpc::Status::OK, runtime::finish_reason_name(final_->finish_reason));
   }
   if (!unsent_ids_.empty()) {
-    response_ =
-        chunk_response(unsent_ids_, prompt_tokens_, static_cast<int64_t>(output_ids_.size()));
+    response_ = chunk_response(unsent_ids_, prompt_tokens_,
+                               static_cast<int64_t>(output_ids_.size()), unsent_logprobs_);
     unsent_ids_.clear();
+    unsent_logprobs_.clear();
     return write_locked();
   }
   if (!final_.has_value()) return;
@@ -162,7 +167,11 @@ void GenerateReactor::pump_locked() {
     case runtime::FinishReason::kStop:
     case runtime::FinishReason::kLength:
     case runtime::FinishReason::kAbort:
-      response_ = complete_response(*final_, output_ids_);
+      // A stream's chunks carried the logprobs already; SMG would count them twice.
+      response_ =
+          complete_response(*final_, output_ids_,
+                            streaming_ ? std::span<const runtime::TokenLogprobs>()
+                                       : std::span<const runtime::TokenLogprobs>(output_logprobs_));
       complete_written_ = true;
       return write_locked();
     case runtime::FinishReason::kDeadline:

@@ -60,9 +60,11 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool complete_written_ = false;                          // guarded by mu_
   std::chrono::steady_clock::time_point write_started_{};  // guarded by mu_
   std::optional<std::chrono::steady_clock::time_point> last_token_at_;  // guarded by mu_
-  std::vector<int32_t> output_ids_;           // guarded by mu_: all ids so far
-  std::vector<int32_t> unsent_ids_;           // guarded by mu_: streaming, not yet written
-  std::optional<runtime::TokenEvent> final_;  // guarded by mu_
+  std::vector<int32_t> output_ids_;  // guarded by mu_: all ids so far
+  std::vector<int32_t> unsent_ids_;  // guarded by mu_: streaming, not yet written
+  std::vector<runtime::TokenLogprobs> output_logprobs_;  // guarded by mu_: when asked for
+  std::vector<runtime::TokenLogprobs> unsent_logprobs_;  // guarded by mu_
+  std::optional<runtime::TokenEvent> final_;             // guarded by mu_
   int64_t prompt_tokens_ = 0;
   std::string request_id_;                         // set in start once known, for the log line
   vllm::grpc::engine::GenerateResponse response_;  // the next write

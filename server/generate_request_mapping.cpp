@@ -64,7 +64,6 @@ Result<std::vector<int32_t>> prompt_ids(const wire::GenerateRequest& request,
 
 Status check_unsupported(const wire::GenerateRequest& request) {
   const wire::SamplingParams& p = request.sampling_params();
-  if (p.has_logprobs()) return unsupported("sampling_params.logprobs");
   if (p.has_prompt_logprobs()) return unsupported("sampling_params.prompt_logprobs");
   switch (p.constraint_case()) {
     case wire::SamplingParams::kJsonSchema:
@@ -117,6 +116,7 @@ Result<runtime::SamplingParams> sampling_params(const wire::SamplingParams& p) {
   s.include_stop_str_in_output = p.include_stop_str_in_output();
   if (p.has_seed()) s.seed = static_cast<uint64_t>(static_cast<uint32_t>(p.seed()));
   for (const auto& [id, bias] : p.logit_bias()) s.logit_bias[id] = bias;
+  if (p.has_logprobs()) s.logprobs = static_cast<int64_t>(p.logprobs());  // -1 (all) is refused
   return s;
 }
 
@@ -161,11 +161,30 @@ Result<runtime::Request> to_engine_request(const wire::GenerateRequest& wire_req
   return request;
 }
 
+namespace {
+
+void fill_logprobs(std::span<const int32_t> ids, std::span<const runtime::TokenLogprobs> logprobs,
+                   wire::OutputLogProbs& out) {
+  for (size_t i = 0; i < logprobs.size() && i < ids.size(); ++i) {
+    out.add_token_logprobs(logprobs[i].logprob);
+    out.add_token_ids(static_cast<uint32_t>(ids[i]));
+    wire::TopLogProbs* top = out.add_top_logprobs();
+    for (size_t k = 0; k < logprobs[i].top_ids.size(); ++k) {
+      top->add_values(logprobs[i].top_logprobs[k]);
+      top->add_token_ids(static_cast<uint32_t>(logprobs[i].top_ids[k]));
+    }
+  }
+}
+
+}  // namespace
+
 wire::GenerateResponse complete_response(const runtime::TokenEvent& final_event,
-                                         const std::vector<int32_t>& output_ids) {
+                                         const std::vector<int32_t>& output_ids,
+                                         std::span<const runtime::TokenLogprobs> logprobs) {
   wire::GenerateResponse response;
   wire::GenerateComplete* complete = response.mutable_complete();
   for (const int32_t id : output_ids) complete->add_output_ids(static_cast<uint32_t>(id));
+  if (!logprobs.empty()) fill_logprobs(output_ids, logprobs, *complete->mutable_output_logprobs());
   complete->set_finish_reason(std::string(runtime::finish_reason_name(final_event.finish_reason)));
   complete->set_prompt_tokens(static_cast<uint32_t>(final_event.usage.prompt_tokens));
   complete->set_completion_tokens(static_cast<uint32_t>(final_event.usage.completion_tokens));
@@ -180,10 +199,12 @@ wire::GenerateResponse complete_response(const runtime::TokenEvent& final_event,
 }
 
 wire::GenerateResponse chunk_response(const std::vector<int32_t>& new_ids, int64_t prompt_tokens,
-                                      int64_t completion_tokens) {
+                                      int64_t completion_tokens,
+                                      std::span<const runtime::TokenLogprobs> logprobs) {
   wire::GenerateResponse response;
   wire::GenerateStreamChunk* chunk = response.mutable_chunk();
   for (const int32_t id : new_ids) chunk->add_token_ids(static_cast<uint32_t>(id));
+  if (!logprobs.empty()) fill_logprobs(new_ids, logprobs, *chunk->mutable_output_logprobs());
   chunk->set_prompt_tokens(static_cast<uint32_t>(prompt_tokens));
   chunk->set_completion_tokens(static_cast<uint32_t>(completion_tokens));
   chunk->set_cached_tokens(0);

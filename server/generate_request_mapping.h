@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,14 +39,17 @@ Result<runtime::Request> to_engine_request(const vllm::grpc::engine::GenerateReq
                                            const tokenizer::Tokenizer* tokenizer);
 
 // The `complete` message for a final event: finish_reason "stop" / "length" / "abort", all
-// output ids, usage counts and the matched stop. Only for kStop, kLength and kAbort (deadline and
-// error finish the call with a gRPC status instead).
-vllm::grpc::engine::GenerateResponse complete_response(const runtime::TokenEvent& final_event,
-                                                       const std::vector<int32_t>& output_ids);
+// output ids, usage counts and the matched stop; output_logprobs for `logprobs` (one per output
+// id; empty: none, as in a stream, whose chunks carried them). Only for kStop, kLength and kAbort
+// (deadline and error finish the call with a gRPC status instead).
+vllm::grpc::engine::GenerateResponse complete_response(
+    const runtime::TokenEvent& final_event, const std::vector<int32_t>& output_ids,
+    std::span<const runtime::TokenLogprobs> logprobs = {});
 
-// A `chunk` message: the new ids since the last chunk, with the cumulative usage so far.
-vllm::grpc::engine::GenerateResponse chunk_response(const std::vector<int32_t>& new_ids,
-                                                    int64_t prompt_tokens,
-                                                    int64_t completion_tokens);
+// A `chunk` message: the new ids since the last chunk, with the cumulative usage so far, and
+// their output_logprobs when `logprobs` (one per new id) is not empty.
+vllm::grpc::engine::GenerateResponse chunk_response(
+    const std::vector<int32_t>& new_ids, int64_t prompt_tokens, int64_t completion_tokens,
+    std::span<const runtime::TokenLogprobs> logprobs = {});
 
 }  // namespace tandem::server

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/base/status.h"
+#include "engine/runtime/logprobs.h"
 #include "engine/runtime/sampling_params.h"
 
 namespace tandem::runtime {
@@ -47,6 +48,8 @@ struct StopMatch {
 // (is_final true; token_ids may still carry the last tokens). Value type.
 struct TokenEvent {
   std::vector<TokenId> token_ids;
+  // One entry per token_ids entry when the request asked for logprobs, else empty.
+  std::vector<TokenLogprobs> logprobs;
   std::string text;  // detokenized text of token_ids when the engine produces it; may be empty
   bool is_final = false;
   FinishReason finish_reason = FinishReason::kStop;  // meaningful only when is_final

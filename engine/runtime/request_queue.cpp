@@ -186,15 +186,17 @@ bool RequestQueue::wait_for_work(std::chrono::milliseconds timeout) {
 }
 
 void RequestQueue::push_tokens(RequestChannel& channel, std::vector<TokenId> token_ids,
-                               std::string text) {
+                               std::string text, std::vector<TokenLogprobs> logprobs) {
   TokenEvent event;
   event.token_ids = std::move(token_ids);
   event.text = std::move(text);
+  event.logprobs = std::move(logprobs);
   channel.push(std::move(event));
 }
 
 void RequestQueue::finish(RequestChannel& channel, FinishReason reason, Usage usage, Status error,
-                          std::vector<TokenId> last_token_ids, StopMatch matched) {
+                          std::vector<TokenId> last_token_ids, StopMatch matched,
+                          std::vector<TokenLogprobs> last_logprobs) {
   {
     std::lock_guard<std::mutex> lock(channel.mu_);
     if (channel.final_pushed_) return;
@@ -207,6 +209,7 @@ void RequestQueue::finish(RequestChannel& channel, FinishReason reason, Usage us
   }
   TokenEvent event;
   event.token_ids = std::move(last_token_ids);
+  event.logprobs = std::move(last_logprobs);
   event.is_final = true;
   event.finish_reason = reason;
   event.usage = usage;

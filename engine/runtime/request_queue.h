@@ -133,11 +133,14 @@ class RequestQueue {
   bool wait_for_work(std::chrono::milliseconds timeout);
 
   // Scheduler thread: appends new tokens to the request's stream. Ignored after the final event.
-  void push_tokens(RequestChannel& channel, std::vector<TokenId> token_ids, std::string text = {});
+  // `logprobs`: one per token id when the request asked for them, else empty.
+  void push_tokens(RequestChannel& channel, std::vector<TokenId> token_ids, std::string text = {},
+                   std::vector<TokenLogprobs> logprobs = {});
   // Scheduler thread: pushes the final event (once; later calls are ignored) and frees the
   // request's id and slot. `error` is the status for kError/kDeadline events (OK otherwise).
   void finish(RequestChannel& channel, FinishReason reason, Usage usage, Status error = Status(),
-              std::vector<TokenId> last_token_ids = {}, StopMatch matched = {});
+              std::vector<TokenId> last_token_ids = {}, StopMatch matched = {},
+              std::vector<TokenLogprobs> last_logprobs = {});
 
   // Any thread: cancels the in-flight request `id` as RequestHandle::cancel does (it ends with a
   // final kAbort event at the scheduler's next step). False when no such request is in flight

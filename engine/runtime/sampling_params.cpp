@@ -1,6 +1,8 @@
 // SamplingParams::validate: bounds of every sampling knob, with messages that name the knob.
 #include "engine/runtime/sampling_params.h"
 
+#include "engine/runtime/logprobs.h"
+
 #include <charconv>
 #include <cmath>
 #include <string_view>
@@ -78,6 +80,10 @@ Status SamplingParams::validate(const SamplingLimits& limits) const {
   }
   if (!max_tokens.has_value() && min_tokens > limits.max_tokens_cap) {
     return bad("min_tokens", "<= " + number_text(limits.max_tokens_cap), number_text(min_tokens));
+  }
+
+  if (logprobs.has_value() && (*logprobs < 0 || *logprobs > kMaxTopLogprobs)) {
+    return bad("logprobs", "in [0, " + number_text(kMaxTopLogprobs) + "]", number_text(*logprobs));
   }
 
   if (static_cast<int64_t>(stop.size()) > limits.max_stop_strings) {

@@ -47,6 +47,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;      // tokens that end the output (besides EOS)
   bool ignore_eos = false;                  // EOS does not end the output (and is not masked)
   bool include_stop_str_in_output = false;  // the matched stop string / stop token text is kept
+  // Set: every output token carries its log probability and this many top alternatives
+  // (0..kMaxTopLogprobs), from the raw logits (logprobs.h).
+  std::optional<int64_t> logprobs;
 
   bool is_greedy() const { return temperature < kGreedyTemperature; }
 

@@ -12,6 +12,7 @@
 #include "engine/base/check.h"
 #include "engine/runtime/batch.h"
 #include "engine/runtime/kv_cache.h"
+#include "engine/runtime/logprobs.h"
 #include "engine/runtime/paged_kv_cache.h"
 #include "engine/runtime/sampler.h"
 #include "engine/runtime/scheduler_policy.h"
@@ -33,6 +34,7 @@ struct Scheduler::Sequence {
   int64_t max_total_tokens = 0;
   int64_t computed = 0;  // tokens whose KV is in `cache`
   std::optional<Clock::time_point> deadline;
+  std::optional<int64_t> logprobs;  // top alternatives per output token, when asked for
   // Only while running; frees its blocks when reset. A PagedKvCache, wrapped in a
   // WindowedKvCache for a model with sliding-window layers.
   std::unique_ptr<KvCache> cache;
@@ -117,6 +119,7 @@ class Scheduler::Loop {
           seq.prompt_tokens +
           resolve_max_tokens(r.sampling.max_tokens, seq.prompt_tokens, s_.options_.limits);
       seq.deadline = r.deadline;
+      seq.logprobs = r.sampling.logprobs;
       const auto& eos = s_.options_.eos_token_ids;
       seq.sampler = std::make_unique<Sampler>(
           r.sampling, static_cast<int32_t>(s_.runner_->n_vocab()), r.prompt_token_ids, eos);
@@ -249,13 +252,18 @@ class Scheduler::Loop {
         end(q.id, FinishReason::kError, token.status());
         continue;
       }
-      emit(q, token.value());
+      std::vector<TokenLogprobs> logprobs;
+      if (q.logprobs.has_value()) {
+        logprobs.push_back(token_logprobs(out_.row(i, 0), token.value(), *q.logprobs));
+      }
+      emit(q, token.value(), std::move(logprobs));
     }
     if (s_.options_.after_step) s_.options_.after_step(s_.steps_.load(std::memory_order_relaxed));
   }
 
   // Records a sampled token, feeds the stop conditions and streams it (or ends the sequence).
-  void emit(Sequence& q, int32_t token) {
+  // `logprobs`: the token's, when the request asked for them (else empty).
+  void emit(Sequence& q, int32_t token, std::vector<TokenLogprobs> logprobs) {
     q.tokens.push_back(token);
     std::string piece;
     if (q.detok) {
@@ -264,7 +272,7 @@ class Scheduler::Loop {
     }
     StopDecision decision = q.stop->feed(token, piece);
     if (!decision.finished) {
-      s_.queue_->push_tokens(*q.channel, {token}, std::move(decision.text));
+      s_.queue_->push_tokens(*q.channel, {token}, std::move(decision.text), std::move(logprobs));
       return;
     }
     if (decision.reason == FinishReason::kLength && q.detok) {
@@ -272,12 +280,13 @@ class Scheduler::Loop {
     }
     if (!decision.text.empty()) s_.queue_->push_tokens(*q.channel, {}, std::move(decision.text));
     end(q.id, decision.reason, Status(), {token},
-        StopMatch{decision.matched_token_id, std::move(decision.matched_stop_string)});
+        StopMatch{decision.matched_token_id, std::move(decision.matched_stop_string)},
+        std::move(logprobs));
   }
 
   // Pushes the final event, frees the KV blocks and forgets the sequence.
   void end(SeqId id, FinishReason reason, Status error, std::vector<TokenId> last = {},
-           StopMatch matched = {}) {
+           StopMatch matched = {}, std::vector<TokenLogprobs> last_logprobs = {}) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return;
     Sequence& q = it->second;
@@ -286,7 +295,7 @@ class Scheduler::Loop {
       s_.options_.routing_observer->on_finished(q.channel->id());
     }
     s_.queue_->finish(*q.channel, reason, q.usage(), std::move(error), std::move(last),
-                      std::move(matched));
+                      std::move(matched), std::move(last_logprobs));
     std::erase(running_, id);
     std::erase(waiting_, id);
     seqs_.erase(it);

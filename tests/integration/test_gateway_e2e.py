@@ -180,6 +180,29 @@ def test_client_disconnect_frees_sequence(stack, client):
     assert total(after, "length") == total(before, "length")
 
 
+def test_chat_logprobs_through_gateway(client):
+    """OpenAI logprobs / top_logprobs through the gateway: one entry per generated token, the
+    greedy token is the most probable of its alternatives, streamed equal to unary."""
+    full = client.chat.completions.create(model=MODEL, messages=CHAT, temperature=0, max_tokens=6,
+                                          logprobs=True, top_logprobs=3)
+    content = full.choices[0].logprobs.content
+    assert len(content) == full.usage.completion_tokens
+    for entry in content:
+        assert entry.logprob <= 0.0
+        assert len(entry.top_logprobs) == 3
+        assert entry.top_logprobs[0].logprob == pytest.approx(entry.logprob, abs=1e-6)
+        assert [t.logprob for t in entry.top_logprobs] == sorted(
+            (t.logprob for t in entry.top_logprobs), reverse=True)
+    streamed = []
+    for event in client.chat.completions.create(model=MODEL, messages=CHAT, temperature=0,
+                                                max_tokens=6, logprobs=True, top_logprobs=3,
+                                                stream=True):
+        for choice in event.choices:
+            if choice.logprobs and choice.logprobs.content:
+                streamed.extend(e.logprob for e in choice.logprobs.content)
+    assert streamed == pytest.approx([e.logprob for e in content], abs=1e-6)
+
+
 def test_gateway_with_api_keys_and_trusted_loopback(tandemd, tmp_path):
     """server.api_keys with the gateway: SMG sends no metadata to its workers, so its address
     is a trusted peer; the gateway's own clients authenticate to the gateway (--api-key)."""

@@ -1,13 +1,16 @@
 # Integration tests of tandemd's gRPC API through the smg-grpc-proto client stubs: the vLLM worker
 # protocol, grpc health and reflection, API keys, the tandem.v1 service and Prometheus metrics.
 import json
+import math
 import re
+import struct
+import subprocess
 import threading
 
 import grpc
 import pytest
-from conftest import (DEMO_GGUF, DEMO_HF, TINY_DIR, TINY_F32, detokenize, generate, new_id,
-                      tandem_cli_json)
+from conftest import (DEMO_GGUF, DEMO_HF, TANDEM_CLI, TINY_DIR, TINY_F32, detokenize, generate,
+                      new_id, tandem_cli_json)
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from smg_grpc_proto import vllm_engine_pb2 as pb
@@ -236,7 +239,9 @@ def test_duplicate_in_flight_id(demo):
 
 BAD_REQUESTS = {
     "top_p_2": (DEMO_PROMPT, dict(top_p=2.0)),
-    "logprobs": (DEMO_PROMPT, dict(logprobs=1)),
+    "logprobs_over_20": (DEMO_PROMPT, dict(logprobs=21)),
+    "logprobs_all": (DEMO_PROMPT, dict(logprobs=-1)),
+    "prompt_logprobs": (DEMO_PROMPT, dict(prompt_logprobs=1)),
     "n_2": (DEMO_PROMPT, dict(n=2)),
     "prompt_over_context": ([5] * 600, dict(max_tokens=1)),
     "prompt_plus_max_tokens_over_context": ([5] * 500, dict(max_tokens=100)),
@@ -491,3 +496,42 @@ def test_get_loads_counts_running_request(demo):
         assert demo.wait_idle(timeout=5) == 0
     assert seen is not None, "GetLoads never counted the running request in 5 attempts"
     assert seen.num_total_reqs == 1
+
+
+def log_softmax(row):
+    m = max(row)
+    z = m + math.log(sum(math.exp(x - m) for x in row))
+    return [x - z for x in row]
+
+
+def test_logprobs_are_log_softmax_of_tandem_logits(demo, tmp_path):
+    """logprobs come from the raw logits: the same numbers as a log-softmax of `tandem logits`
+    over the prompt and the generated tokens, the sampled token's and the top 3."""
+    _, done = generate(demo, DEMO_PROMPT, max_tokens=5, ignore_eos=True, logprobs=3)
+    out = list(done.output_ids)
+    lp = done.output_logprobs
+    assert list(lp.token_ids) == out and len(lp.token_logprobs) == 5 and len(lp.top_logprobs) == 5
+    logits_file = tmp_path / "logits.f32"
+    ids = DEMO_PROMPT + out[:-1]
+    subprocess.run([str(TANDEM_CLI), "logits", "--model", str(DEMO_GGUF), "--prompt-ids",
+                    " ".join(map(str, ids)), "--output", str(logits_file)], check=True,
+                   capture_output=True, timeout=120)
+    raw = logits_file.read_bytes()
+    vocab = len(raw) // 4 // len(ids)
+    rows = [struct.unpack_from(f"<{vocab}f", raw, 4 * vocab * r) for r in range(len(ids))]
+    for i, token in enumerate(out):
+        ref = log_softmax(rows[len(DEMO_PROMPT) - 1 + i])
+        assert lp.token_logprobs[i] == pytest.approx(ref[token], abs=2e-3)
+        best = sorted(range(vocab), key=lambda t: (-ref[t], t))[:3]
+        assert list(lp.top_logprobs[i].token_ids) == best
+        assert list(lp.top_logprobs[i].values) == pytest.approx([ref[t] for t in best], abs=2e-3)
+        assert token == best[0]  # greedy
+    # Streaming: the chunks carry the same numbers, the complete none (it would double them).
+    chunks, streamed = generate(demo, DEMO_PROMPT, stream=True, max_tokens=5, ignore_eos=True,
+                                logprobs=3)
+    values = [v for c in chunks for v in c.output_logprobs.token_logprobs]
+    assert values == list(lp.token_logprobs)
+    assert not streamed.output_logprobs.token_logprobs
+    # Without logprobs asked for, none are sent.
+    _, plain = generate(demo, DEMO_PROMPT, max_tokens=2, ignore_eos=True)
+    assert not plain.HasField("output_logprobs") or not plain.output_logprobs.token_logprobs

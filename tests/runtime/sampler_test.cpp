@@ -398,6 +398,8 @@ TEST_CASE("validate names the parameter, the bound and the value", "[sampler][va
   expect_invalid(with([](auto& p) { p.max_tokens = -5; }), "max_tokens", "-5");
   expect_invalid(with([](auto& p) { p.max_tokens = 4097; }), "max_tokens", "4097");
   expect_invalid(with([](auto& p) { p.min_tokens = -1; }), "min_tokens", "-1");
+  expect_invalid(with([](auto& p) { p.logprobs = 21; }), "logprobs", "21");
+  expect_invalid(with([](auto& p) { p.logprobs = -1; }), "logprobs", "-1");
   expect_invalid(with([](auto& p) {
                    p.max_tokens = 10;
                    p.min_tokens = 11;
