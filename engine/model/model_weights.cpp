@@ -100,9 +100,6 @@ size_t projection_index(WeightRole role) {
   return role == WeightRole::kExpertGate ? 0 : role == WeightRole::kExpertUp ? 1 : 2;
 }
 
-constexpr WeightRole kProjections[3] = {WeightRole::kExpertGate, WeightRole::kExpertUp,
-                                        WeightRole::kExpertDown};
-
 class Binder {
  public:
   Binder(const ModelSpec& spec, TensorNaming naming) : spec_(spec), naming_(naming) {

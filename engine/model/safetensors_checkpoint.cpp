@@ -105,6 +105,12 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open(
       ckpt.generation_config_ = std::move(gen);
     }
 
+    if (exists_entry(dir / kIndexName) && exists_entry(dir / kSingleName)) {
+      return invalid_argument_error(
+          path + " holds both " + kIndexName + " (sharded weights) and " + kSingleName +
+          ": two copies of the weights, whose tensor names repeat; remove the one that is not "
+          "the model");
+    }
     if (exists_entry(dir / kIndexName)) {
       TANDEM_ASSIGN_OR_RETURN(std::string index_path, resolve_inside(dir, kIndexName, root, ""));
       TANDEM_ASSIGN_OR_RETURN(nlohmann::json index, load_json_file(index_path));

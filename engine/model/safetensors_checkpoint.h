@@ -29,7 +29,8 @@ struct SafetensorsCheckpointOptions {
 // - path is a regular file: a lone .safetensors file; tensors only, no config.
 // - path is a directory: config.json (required), generation_config.json (optional), and either
 //   model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}) with
-//   its shards, or model.safetensors. The index wins when both exist.
+//   its shards, or model.safetensors. Both at once is an error (two copies of the weights: which
+//   is the model is not the reader's guess).
 // Sharded checks: shard names are relative paths without ".." components; each shard is mapped
 // once; every tensor the index lists is in the shard it names, and every tensor of every shard is
 // listed in the index under that shard; no tensor name appears twice.

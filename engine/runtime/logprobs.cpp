@@ -45,7 +45,8 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int64
       return a.first > b.first || (a.first == b.first && a.second < b.second);
     };
     for (size_t i = 0; i < logits.size() && top > 0; ++i) {
-      const std::pair<float, int32_t> entry{finite_or_minus_inf(logits[i]), static_cast<int32_t>(i)};
+      const std::pair<float, int32_t> entry{finite_or_minus_inf(logits[i]),
+                                            static_cast<int32_t>(i)};
       if (static_cast<int64_t>(best.size()) == top && !better(entry, best.back())) continue;
       best.insert(std::upper_bound(best.begin(), best.end(), entry, better), entry);
       if (static_cast<int64_t>(best.size()) > top) best.pop_back();

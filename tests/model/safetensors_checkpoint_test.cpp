@@ -135,6 +135,13 @@ TEST_CASE("index and shard disagreements are errors naming the tensor", "[model]
     CHECK_THAT(st.message(), Catch::Contains(dir.path() + "/" + two) && Catch::Contains("\"a\"") &&
                                  Catch::Contains("under shard " + one));
   }
+  SECTION("a model.safetensors beside the index: the same tensors twice") {
+    dir.write("model.safetensors", shard_with({"a", "b", "c", "d"}));
+    const Status st = open_status(dir.path());
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(st.message(), Catch::Contains("holds both model.safetensors.index.json") &&
+                                 Catch::Contains("model.safetensors: two copies"));
+  }
   SECTION("duplicate tensor name in the index json") {
     dir.write("model.safetensors.index.json",
               index_json({{"a", one}, {"a", one}, {"b", one}, {"c", two}, {"d", two}}));
