@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sanitizer suites, one command: ASan + UBSan over every unit test (ctest without the
-# integration label), and TSan over the threaded parts (the scheduler loop, the request queue
-# and allocator, the MoE layer executor with several workers, the gRPC services). Each suite has
+# integration label), and TSan over the engine's threaded parts (the scheduler loop, the request
+# queue and allocator, the MoE layer executor with several workers, the thread pool). Each suite has
 # its own build directory (build-asan, build-tsan), CUDA off. Exit status 1 when a suite fails.
 # Run before a release; docs/building.md says how long it takes.
 #
@@ -14,9 +14,12 @@ which="${1:-all}"
 jobs="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 case "$which" in asan|tsan|all) ;; *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;; esac
 
-# TSan's targets: the tests of code with threads of its own.
-tsan_tests=(scheduler_loop_test scheduler_test experts_test base_test vllm_service_test
-            tandem_v1_test)
+# TSan's targets: the tests of the engine's own threads; "target|filter" passes a Catch2 filter.
+# base_test leaves out the TANDEM_CHECK death tests: under TSan an abort() in their forked child
+# exits with TSan's status 66 instead of dying by SIGABRT. The gRPC service tests are not here:
+# Debian's gRPC is not built with TSan, so its inline callback code and its own threads report
+# races that are gRPC's synchronization made invisible (they run under ASan + UBSan instead).
+tsan_tests=(scheduler_loop_test scheduler_test experts_test "base_test|~TANDEM_CHECK*")
 
 failed=()
 run_suite() {  # name sanitizer build-dir [targets...]
@@ -28,13 +31,17 @@ run_suite() {  # name sanitizer build-dir [targets...]
     -DTANDEM_CUDA=OFF >/dev/null
   local ok=1
   if [ "$#" -gt 0 ]; then
-    cmake --build "$dir" -j "$jobs" --target "$@" || ok=0
-    local target exe
-    for target in "$@"; do
+    local entry target filter exe targets=()
+    for entry in "$@"; do targets+=("${entry%%|*}"); done
+    cmake --build "$dir" -j "$jobs" --target "${targets[@]}" || ok=0
+    for entry in "$@"; do
       [ "$ok" = 1 ] || break
+      target="${entry%%|*}"
+      filter=""
+      [ "$entry" != "$target" ] && filter="${entry#*|}"
       exe="$(find "$dir/tests" -type f -name "$target" -perm -u+x | head -n 1)"
-      echo "-- $target"
-      "$exe" || ok=0
+      echo "-- $target $filter"
+      if [ -n "$filter" ]; then "$exe" "$filter" || ok=0; else "$exe" || ok=0; fi
     done
   else
     cmake --build "$dir" -j "$jobs" || ok=0
