@@ -95,6 +95,7 @@ void GenerateReactor::start(const grpc::ByteBuffer& raw) {
   mapped->deadline = engine_deadline(*call_);
   streaming_ = request.stream();
   prompt_tokens_ = static_cast<int64_t>(mapped->prompt_token_ids.size());
+  if (mapped->sampling.prompt_logprobs.has_value()) prompt_ids_ = mapped->prompt_token_ids;
   Result<runtime::RequestHandle> handle = engine->submit(std::move(mapped).value());
   if (!handle.ok()) {
     const grpc::Status status = to_grpc_status(handle.status());
@@ -118,6 +119,10 @@ void GenerateReactor::pump_locked() {
   while (!final_.has_value()) {
     std::optional<runtime::TokenEvent> event = handle_.try_next();
     if (!event.has_value()) break;
+    if (event->prompt_logprobs.has_value()) {
+      prompt_logprobs_ = std::move(*event->prompt_logprobs);
+      prompt_logprobs_ready_ = true;
+    }
     if (!event->token_ids.empty()) {
       const auto now = SteadyClock::now();
       if (context_.metrics != nullptr) {
@@ -154,6 +159,11 @@ void GenerateReactor::pump_locked() {
   if (!unsent_ids_.empty()) {
     response_ = chunk_response(unsent_ids_, prompt_tokens_,
                                static_cast<int64_t>(output_ids_.size()), unsent_logprobs_);
+    if (prompt_logprobs_ready_ && !prompt_logprobs_written_) {  // the first chunk carries them
+      fill_input_logprobs(prompt_ids_, prompt_logprobs_,
+                          *response_.mutable_chunk()->mutable_input_logprobs());
+      prompt_logprobs_written_ = true;
+    }
     unsent_ids_.clear();
     unsent_logprobs_.clear();
     return write_locked();
@@ -172,6 +182,11 @@ void GenerateReactor::pump_locked() {
           complete_response(*final_, output_ids_,
                             streaming_ ? std::span<const runtime::TokenLogprobs>()
                                        : std::span<const runtime::TokenLogprobs>(output_logprobs_));
+      if (prompt_logprobs_ready_ && !prompt_logprobs_written_) {
+        fill_input_logprobs(prompt_ids_, prompt_logprobs_,
+                            *response_.mutable_complete()->mutable_input_logprobs());
+        prompt_logprobs_written_ = true;
+      }
       complete_written_ = true;
       return write_locked();
     case runtime::FinishReason::kDeadline:

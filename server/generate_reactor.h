@@ -64,6 +64,10 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   std::vector<int32_t> unsent_ids_;  // guarded by mu_: streaming, not yet written
   std::vector<runtime::TokenLogprobs> output_logprobs_;  // guarded by mu_: when asked for
   std::vector<runtime::TokenLogprobs> unsent_logprobs_;  // guarded by mu_
+  std::vector<int32_t> prompt_ids_;  // set in start when prompt_logprobs were asked for
+  std::vector<runtime::TokenLogprobs> prompt_logprobs_;  // guarded by mu_
+  bool prompt_logprobs_ready_ = false;                   // guarded by mu_: the event arrived
+  bool prompt_logprobs_written_ = false;                 // guarded by mu_
   std::optional<runtime::TokenEvent> final_;             // guarded by mu_
   int64_t prompt_tokens_ = 0;
   std::string request_id_;                         // set in start once known, for the log line

@@ -64,7 +64,6 @@ Result<std::vector<int32_t>> prompt_ids(const wire::GenerateRequest& request,
 
 Status check_unsupported(const wire::GenerateRequest& request) {
   const wire::SamplingParams& p = request.sampling_params();
-  if (p.has_prompt_logprobs()) return unsupported("sampling_params.prompt_logprobs");
   switch (p.constraint_case()) {
     case wire::SamplingParams::kJsonSchema:
       return unsupported("structured output (sampling_params.json_schema)");
@@ -117,6 +116,7 @@ Result<runtime::SamplingParams> sampling_params(const wire::SamplingParams& p) {
   if (p.has_seed()) s.seed = static_cast<uint64_t>(static_cast<uint32_t>(p.seed()));
   for (const auto& [id, bias] : p.logit_bias()) s.logit_bias[id] = bias;
   if (p.has_logprobs()) s.logprobs = static_cast<int64_t>(p.logprobs());  // -1 (all) is refused
+  if (p.has_prompt_logprobs()) s.prompt_logprobs = static_cast<int64_t>(p.prompt_logprobs());
   return s;
 }
 
@@ -177,6 +177,23 @@ void fill_logprobs(std::span<const int32_t> ids, std::span<const runtime::TokenL
 }
 
 }  // namespace
+
+void fill_input_logprobs(std::span<const int32_t> prompt_ids,
+                         std::span<const runtime::TokenLogprobs> logprobs,
+                         wire::InputLogProbs& out) {
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    out.add_token_ids(static_cast<uint32_t>(prompt_ids[i]));
+    wire::InputTokenLogProb* value = out.add_token_logprobs();
+    wire::TopLogProbs* top = out.add_top_logprobs();
+    if (i == 0 || i - 1 >= logprobs.size()) continue;  // the first token has none
+    const runtime::TokenLogprobs& lp = logprobs[i - 1];
+    value->set_value(lp.logprob);
+    for (size_t k = 0; k < lp.top_ids.size(); ++k) {
+      top->add_values(lp.top_logprobs[k]);
+      top->add_token_ids(static_cast<uint32_t>(lp.top_ids[k]));
+    }
+  }
+}
 
 wire::GenerateResponse complete_response(const runtime::TokenEvent& final_event,
                                          const std::vector<int32_t>& output_ids,

@@ -46,6 +46,12 @@ vllm::grpc::engine::GenerateResponse complete_response(
     const runtime::TokenEvent& final_event, const std::vector<int32_t>& output_ids,
     std::span<const runtime::TokenLogprobs> logprobs = {});
 
+// The prompt's `input_logprobs`: every prompt id, the first without a value; `logprobs` holds one
+// entry per prompt token after the first (TokenEvent::prompt_logprobs).
+void fill_input_logprobs(std::span<const int32_t> prompt_ids,
+                         std::span<const runtime::TokenLogprobs> logprobs,
+                         vllm::grpc::engine::InputLogProbs& out);
+
 // A `chunk` message: the new ids since the last chunk, with the cumulative usage so far, and
 // their output_logprobs when `logprobs` (one per new id) is not empty.
 vllm::grpc::engine::GenerateResponse chunk_response(

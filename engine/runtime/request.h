@@ -50,6 +50,10 @@ struct TokenEvent {
   std::vector<TokenId> token_ids;
   // One entry per token_ids entry when the request asked for logprobs, else empty.
   std::vector<TokenLogprobs> logprobs;
+  // Set once, in an event of its own before the first output token, when the request asked for
+  // prompt_logprobs: one entry per prompt token after the first (the first has none; a one-token
+  // prompt gives an empty list).
+  std::optional<std::vector<TokenLogprobs>> prompt_logprobs;
   std::string text;  // detokenized text of token_ids when the engine produces it; may be empty
   bool is_final = false;
   FinishReason finish_reason = FinishReason::kStop;  // meaningful only when is_final

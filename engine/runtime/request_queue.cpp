@@ -194,6 +194,13 @@ void RequestQueue::push_tokens(RequestChannel& channel, std::vector<TokenId> tok
   channel.push(std::move(event));
 }
 
+void RequestQueue::push_prompt_logprobs(RequestChannel& channel,
+                                        std::vector<TokenLogprobs> logprobs) {
+  TokenEvent event;
+  event.prompt_logprobs = std::move(logprobs);
+  channel.push(std::move(event));
+}
+
 void RequestQueue::finish(RequestChannel& channel, FinishReason reason, Usage usage, Status error,
                           std::vector<TokenId> last_token_ids, StopMatch matched,
                           std::vector<TokenLogprobs> last_logprobs) {

@@ -136,6 +136,9 @@ class RequestQueue {
   // `logprobs`: one per token id when the request asked for them, else empty.
   void push_tokens(RequestChannel& channel, std::vector<TokenId> token_ids, std::string text = {},
                    std::vector<TokenLogprobs> logprobs = {});
+  // Scheduler thread: the prompt's logprobs (TokenEvent::prompt_logprobs), in an event of their
+  // own.
+  void push_prompt_logprobs(RequestChannel& channel, std::vector<TokenLogprobs> logprobs);
   // Scheduler thread: pushes the final event (once; later calls are ignored) and frees the
   // request's id and slot. `error` is the status for kError/kDeadline events (OK otherwise).
   void finish(RequestChannel& channel, FinishReason reason, Usage usage, Status error = Status(),

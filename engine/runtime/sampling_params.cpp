@@ -85,6 +85,10 @@ Status SamplingParams::validate(const SamplingLimits& limits) const {
   if (logprobs.has_value() && (*logprobs < 0 || *logprobs > kMaxTopLogprobs)) {
     return bad("logprobs", "in [0, " + number_text(kMaxTopLogprobs) + "]", number_text(*logprobs));
   }
+  if (prompt_logprobs.has_value() && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxTopLogprobs)) {
+    return bad("prompt_logprobs", "in [0, " + number_text(kMaxTopLogprobs) + "]",
+               number_text(*prompt_logprobs));
+  }
 
   if (static_cast<int64_t>(stop.size()) > limits.max_stop_strings) {
     return bad("stop", "at most " + number_text(limits.max_stop_strings) + " strings",

@@ -50,6 +50,9 @@ struct SamplingParams {
   // Set: every output token carries its log probability and this many top alternatives
   // (0..kMaxTopLogprobs), from the raw logits (logprobs.h).
   std::optional<int64_t> logprobs;
+  // Set: every prompt token but the first carries its log probability given the tokens before it
+  // and this many top alternatives (0..kMaxTopLogprobs), sent once before the first output token.
+  std::optional<int64_t> prompt_logprobs;
 
   bool is_greedy() const { return temperature < kGreedyTemperature; }
 

@@ -34,7 +34,10 @@ struct Scheduler::Sequence {
   int64_t max_total_tokens = 0;
   int64_t computed = 0;  // tokens whose KV is in `cache`
   std::optional<Clock::time_point> deadline;
-  std::optional<int64_t> logprobs;  // top alternatives per output token, when asked for
+  std::optional<int64_t> logprobs;         // top alternatives per output token, when asked for
+  std::optional<int64_t> prompt_logprobs;  // top alternatives per prompt token, when asked for
+  std::vector<TokenLogprobs> prompt_lp;    // computed so far (entry j: prompt token j + 1)
+  bool prompt_lp_sent = false;
   // Only while running; frees its blocks when reset. A PagedKvCache, wrapped in a
   // WindowedKvCache for a model with sliding-window layers.
   std::unique_ptr<KvCache> cache;
@@ -120,6 +123,8 @@ class Scheduler::Loop {
           resolve_max_tokens(r.sampling.max_tokens, seq.prompt_tokens, s_.options_.limits);
       seq.deadline = r.deadline;
       seq.logprobs = r.sampling.logprobs;
+      seq.prompt_logprobs = r.sampling.prompt_logprobs;
+      seq.prompt_lp_sent = !seq.prompt_logprobs.has_value();
       const auto& eos = s_.options_.eos_token_ids;
       seq.sampler = std::make_unique<Sampler>(
           r.sampling, static_cast<int32_t>(s_.runner_->n_vocab()), r.prompt_token_ids, eos);
@@ -212,7 +217,11 @@ class Scheduler::Loop {
       in.tokens = std::span<const int32_t>(q.tokens).subspan(static_cast<size_t>(w.start),
                                                              static_cast<size_t>(w.num_tokens));
       in.start_pos = static_cast<size_t>(w.start);
-      in.logits = w.samples ? LogitsWanted::kLast : LogitsWanted::kNone;
+      // prompt_logprobs need every row of the prompt's chunks (one logits row per position).
+      const bool all_rows = !q.prompt_lp_sent && w.start < q.prompt_tokens;
+      in.logits = all_rows    ? LogitsWanted::kAll
+                  : w.samples ? LogitsWanted::kLast
+                              : LogitsWanted::kNone;
       inputs_.push_back(in);
     }
     RoutingObserver* observer = s_.options_.routing_observer;
@@ -246,19 +255,40 @@ class Scheduler::Loop {
       const ScheduledWork& w = work[i];
       Sequence& q = seqs_.at(w.id);
       q.computed += w.num_tokens;
+      collect_prompt_logprobs(q, w, i);
       if (!w.samples) continue;
-      Result<int32_t> token = q.sampler->sample(out_.row(i, 0));
+      if (!q.prompt_lp_sent) {  // the prompt is complete: its logprobs go before its first token
+        q.prompt_lp_sent = true;
+        s_.queue_->push_prompt_logprobs(*q.channel, std::exchange(q.prompt_lp, {}));
+      }
+      const std::span<const float> last = out_.row(i, out_.n_rows[i] - 1);
+      Result<int32_t> token = q.sampler->sample(last);
       if (!token.ok()) {
         end(q.id, FinishReason::kError, token.status());
         continue;
       }
       std::vector<TokenLogprobs> logprobs;
       if (q.logprobs.has_value()) {
-        logprobs.push_back(token_logprobs(out_.row(i, 0), token.value(), *q.logprobs));
+        logprobs.push_back(token_logprobs(last, token.value(), *q.logprobs));
       }
       emit(q, token.value(), std::move(logprobs));
     }
     if (s_.options_.after_step) s_.options_.after_step(s_.steps_.load(std::memory_order_relaxed));
+  }
+
+  // Appends the prompt logprobs that batch entry `i`'s rows give: row r (position w.start + r)
+  // predicts prompt token w.start + r + 1. A recompute after preemption covers rows already taken
+  // (only the missing ones are added).
+  void collect_prompt_logprobs(Sequence& q, const ScheduledWork& w, size_t i) {
+    if (q.prompt_lp_sent || out_.n_rows[i] != static_cast<size_t>(w.num_tokens)) return;
+    for (int64_t r = 0; r < w.num_tokens; ++r) {
+      const int64_t next = w.start + r + 1;
+      if (next >= q.prompt_tokens) break;
+      if (static_cast<int64_t>(q.prompt_lp.size()) != next - 1) continue;
+      q.prompt_lp.push_back(token_logprobs(out_.row(i, static_cast<size_t>(r)),
+                                           q.tokens[static_cast<size_t>(next)],
+                                           *q.prompt_logprobs));
+    }
   }
 
   // Records a sampled token, feeds the stop conditions and streams it (or ends the sequence).

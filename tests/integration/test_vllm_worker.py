@@ -241,7 +241,7 @@ BAD_REQUESTS = {
     "top_p_2": (DEMO_PROMPT, dict(top_p=2.0)),
     "logprobs_over_20": (DEMO_PROMPT, dict(logprobs=21)),
     "logprobs_all": (DEMO_PROMPT, dict(logprobs=-1)),
-    "prompt_logprobs": (DEMO_PROMPT, dict(prompt_logprobs=1)),
+    "prompt_logprobs_over_20": (DEMO_PROMPT, dict(prompt_logprobs=21)),
     "n_2": (DEMO_PROMPT, dict(n=2)),
     "prompt_over_context": ([5] * 600, dict(max_tokens=1)),
     "prompt_plus_max_tokens_over_context": ([5] * 500, dict(max_tokens=100)),
@@ -504,6 +504,38 @@ def log_softmax(row):
     return [x - z for x in row]
 
 
+def tandem_logits_rows(ids, tmp_path):
+    """`tandem logits` over `ids` as one batch: one row of vocabulary logits per position."""
+    logits_file = tmp_path / "logits.f32"
+    subprocess.run([str(TANDEM_CLI), "logits", "--model", str(DEMO_GGUF), "--prompt-ids",
+                    " ".join(map(str, ids)), "--output", str(logits_file)], check=True,
+                   capture_output=True, timeout=120)
+    raw = logits_file.read_bytes()
+    vocab = len(raw) // 4 // len(ids)
+    return [struct.unpack_from(f"<{vocab}f", raw, 4 * vocab * r) for r in range(len(ids))]
+
+
+def test_prompt_logprobs_are_log_softmax_of_tandem_logits(demo, tmp_path):
+    """prompt_logprobs: every prompt token after the first, given the ones before it; sent once
+    (the complete in unary, the first chunk in a stream)."""
+    prompt = [1, 5, 9, 200, 31, 7, 64, 12]
+    _, done = generate(demo, prompt, max_tokens=2, ignore_eos=True, prompt_logprobs=2)
+    lp = done.input_logprobs
+    assert list(lp.token_ids) == prompt
+    assert not lp.token_logprobs[0].HasField("value") and not lp.top_logprobs[0].values
+    rows = tandem_logits_rows(prompt, tmp_path)
+    for i in range(1, len(prompt)):
+        ref = log_softmax(rows[i - 1])
+        assert lp.token_logprobs[i].value == pytest.approx(ref[prompt[i]], abs=2e-3)
+        best = sorted(range(len(ref)), key=lambda t: (-ref[t], t))[:2]
+        assert list(lp.top_logprobs[i].token_ids) == best
+    chunks, streamed = generate(demo, prompt, stream=True, max_tokens=2, ignore_eos=True,
+                                prompt_logprobs=2)
+    assert chunks[0].input_logprobs == lp
+    assert all(not c.HasField("input_logprobs") for c in chunks[1:])
+    assert not streamed.HasField("input_logprobs")
+
+
 def test_logprobs_are_log_softmax_of_tandem_logits(demo, tmp_path):
     """logprobs come from the raw logits: the same numbers as a log-softmax of `tandem logits`
     over the prompt and the generated tokens, the sampled token's and the top 3."""
@@ -511,14 +543,8 @@ def test_logprobs_are_log_softmax_of_tandem_logits(demo, tmp_path):
     out = list(done.output_ids)
     lp = done.output_logprobs
     assert list(lp.token_ids) == out and len(lp.token_logprobs) == 5 and len(lp.top_logprobs) == 5
-    logits_file = tmp_path / "logits.f32"
-    ids = DEMO_PROMPT + out[:-1]
-    subprocess.run([str(TANDEM_CLI), "logits", "--model", str(DEMO_GGUF), "--prompt-ids",
-                    " ".join(map(str, ids)), "--output", str(logits_file)], check=True,
-                   capture_output=True, timeout=120)
-    raw = logits_file.read_bytes()
-    vocab = len(raw) // 4 // len(ids)
-    rows = [struct.unpack_from(f"<{vocab}f", raw, 4 * vocab * r) for r in range(len(ids))]
+    rows = tandem_logits_rows(DEMO_PROMPT + out[:-1], tmp_path)
+    vocab = len(rows[0])
     for i, token in enumerate(out):
         ref = log_softmax(rows[len(DEMO_PROMPT) - 1 + i])
         assert lp.token_logprobs[i] == pytest.approx(ref[token], abs=2e-3)

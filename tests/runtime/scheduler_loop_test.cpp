@@ -409,6 +409,64 @@ TEST_CASE("scheduler: submission checks and stop(kAbort)", "[runtime][scheduler_
   CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
 }
 
+// The prompt logprobs of one request, how many events carried them and how many token ids came
+// before the one that did.
+struct PromptLogprobsSeen {
+  std::vector<TokenLogprobs> values;
+  int events_with_them = 0;
+  size_t tokens_before = 0;
+};
+
+PromptLogprobsSeen prompt_logprobs_of(Scheduler& scheduler, const Request& request) {
+  auto h = scheduler.submit(request);
+  REQUIRE(h.ok());
+  PromptLogprobsSeen seen;
+  size_t tokens = 0;
+  while (!h->done()) {
+    auto ev = h->next(std::chrono::duration_cast<std::chrono::milliseconds>(kEventTimeout));
+    REQUIRE(ev.has_value());
+    if (ev->prompt_logprobs.has_value()) {
+      ++seen.events_with_them;
+      seen.values = *ev->prompt_logprobs;
+      seen.tokens_before = tokens;
+    }
+    tokens += ev->token_ids.size();
+    CHECK(ev->logprobs.size() ==
+          (request.sampling.logprobs.has_value() ? ev->token_ids.size() : size_t{0}));
+  }
+  return seen;
+}
+
+TEST_CASE("scheduler: prompt logprobs come once, before the first token, chunked or not",
+          "[runtime][scheduler_loop]") {
+  Request r = greedy_request("p", fox_tokens(), 3);
+  r.sampling.prompt_logprobs = 3;
+  r.sampling.logprobs = 1;
+  Engine whole = make_engine(small_limits());
+  const PromptLogprobsSeen a = prompt_logprobs_of(*whole.scheduler, r);
+  SchedulerLimits chunked = small_limits();
+  chunked.prefill_chunk_tokens = 5;
+  Engine parts = make_engine(chunked);
+  const PromptLogprobsSeen b = prompt_logprobs_of(*parts.scheduler, r);
+  for (const PromptLogprobsSeen* seen : {&a, &b}) {
+    CHECK(seen->events_with_them == 1);
+    CHECK(seen->tokens_before == 0);
+    REQUIRE(seen->values.size() == fox_tokens().size() - 1);
+  }
+  for (size_t i = 0; i < a.values.size(); ++i) {
+    INFO("prompt token " << i + 1);
+    CHECK(a.values[i].logprob <= 0.0f);
+    CHECK(b.values[i].logprob == Approx(a.values[i].logprob).margin(1e-4));
+    CHECK(b.values[i].top_ids == a.values[i].top_ids);
+    CHECK(a.values[i].top_ids.size() == 3);
+  }
+  // Without prompt_logprobs no event carries them.
+  Request plain = greedy_request("q", fox_tokens(), 2);
+  CHECK(prompt_logprobs_of(*whole.scheduler, plain).events_with_them == 0);
+  whole.scheduler->stop();
+  parts.scheduler->stop();
+}
+
 TEST_CASE("scheduler: a failed weights check discards the pass and fails every request",
           "[runtime][scheduler_loop]") {
   std::atomic<int> checks{0};
