@@ -280,8 +280,11 @@ TEST_CASE("bad Generate requests get INVALID_ARGUMENT naming the problem", "[ser
   r.mutable_sampling_params()->set_top_p(1.5f);
   expect_invalid(r, "top_p");
   r = greedy_request("bad", ref.prompt, 8, false);
-  r.mutable_sampling_params()->set_logprobs(2);
-  expect_invalid(r, "logprobs");
+  r.mutable_sampling_params()->set_logprobs(21);  // at most 20 alternatives
+  expect_invalid(r, "logprobs must be in [0, 20], got 21");
+  r = greedy_request("bad", ref.prompt, 8, false);
+  r.mutable_sampling_params()->set_prompt_logprobs(-1);  // -1 (every token) is refused
+  expect_invalid(r, "prompt_logprobs must be in [0, 20], got -1");
   r = greedy_request("bad", ref.prompt, 8, false);
   r.mutable_sampling_params()->set_json_schema("{}");
   expect_invalid(r, "json_schema");
