@@ -74,6 +74,7 @@ struct RuntimeConfig {
   int max_batch_tokens = 2048;
   uint64_t kv_cache_bytes = uint64_t{1} << 30;
   int prefill_chunk_tokens = 512;
+  bool prefix_caching = true;
   DenseDevice dense_device = DenseDevice::kAuto;
   int cuda_device = 0;  // CUDA device ordinal (after CUDA_VISIBLE_DEVICES).
 };

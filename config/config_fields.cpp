@@ -172,6 +172,13 @@ const FieldDescriptor kFields[] = {
      .doc = "Memory reserved for the KV cache of all running sequences.",
      .min_value = kMiB, .max_value = kPiB,
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::kv_cache_bytes>},
+    {.section = "runtime", .name = "prefix_caching",
+     .doc = "Keep the KV of full blocks (16 tokens each) after a request ends and reuse it for "
+            "later requests that start with the same tokens (a chat's history, a shared "
+            "system prompt): their prefill starts after the cached part, reported as "
+            "cached_tokens. Cached blocks count as free and are evicted least recently used "
+            "first. Off for models with sliding-window layers (gpt-oss), whatever the setting.",
+     .ref = &member_ref<&Config::runtime, &RuntimeConfig::prefix_caching>},
     {.section = "runtime", .name = "prefill_chunk_tokens",
      .doc = "Long prompts are prefilled in chunks of this many tokens, so decoding of other "
             "requests continues in between. At most max_batch_tokens.",
@@ -285,6 +292,7 @@ FieldKind field_kind(const FieldDescriptor& field) {
         if constexpr (std::is_same_v<T, std::string>) return FieldKind::kString;
         if constexpr (std::is_same_v<T, int>) return FieldKind::kInteger;
         if constexpr (std::is_same_v<T, uint64_t>) return FieldKind::kByteSize;
+        if constexpr (std::is_same_v<T, bool>) return FieldKind::kBool;
         if constexpr (std::is_same_v<T, std::vector<std::string>>) return FieldKind::kStringList;
         if constexpr (std::is_enum_v<T>) return FieldKind::kEnum;
       },
@@ -313,6 +321,8 @@ std::string field_type_description(const FieldDescriptor& field) {
       return "integer, " + range_text(field, false);
     case FieldKind::kByteSize:
       return "byte size, " + range_text(field, true);
+    case FieldKind::kBool:
+      return "true or false";
     case FieldKind::kStringList:
       return "list of strings";
     case FieldKind::kEnum:
@@ -342,6 +352,11 @@ Status set_field_from_text(const FieldDescriptor& field, std::string_view text, 
           }
           TANDEM_RETURN_IF_ERROR(check_range(field, static_cast<int64_t>(value), text, true));
           *p = value;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (text != "true" && text != "false") {
+            return invalid_argument_error("'" + std::string(text) + "' is not true or false");
+          }
+          *p = text == "true";
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           *p = split_list(text);
         } else {
@@ -371,6 +386,8 @@ std::string format_field_value(const FieldDescriptor& field, const Config& confi
           return std::to_string(*p);
         } else if constexpr (std::is_same_v<T, uint64_t>) {
           return format_byte_size(*p);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return std::string(*p ? "true" : "false");
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           std::string out = "[";
           for (const std::string& item : *p) {

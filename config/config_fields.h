@@ -18,10 +18,11 @@ namespace tandem::config {
 
 // Where one field lives inside a Config. The pointee type decides the field's kind.
 using FieldRef =
-    std::variant<std::string*, int*, uint64_t*, std::vector<std::string>*, ModelFormat*,
+    std::variant<std::string*, int*, uint64_t*, bool*, std::vector<std::string>*, ModelFormat*,
                  PlacementPolicy*, LogLevel*, LogFormat*, DenseDevice*, LoadMode*>;
 
-enum class FieldKind { kString, kInteger, kByteSize, kStringList, kEnum };
+// kBool values are spelled true or false (YAML 1.2's booleans; also in variables and flags).
+enum class FieldKind { kString, kInteger, kByteSize, kBool, kStringList, kEnum };
 
 struct SectionDescriptor {
   std::string_view name;  // "server"

@@ -15,9 +15,6 @@ import argparse
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -25,17 +22,8 @@ import uuid
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from local_tandemd import DEFAULT_TANDEMD, LocalTandemd
 from smg_grpc_proto import vllm_engine_pb2 as pb
-from smg_grpc_proto import vllm_engine_pb2_grpc as pbg
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid):
@@ -127,7 +115,7 @@ def main():
     ap.add_argument("--sample-seconds", type=float, default=5.0)
     ap.add_argument("--warmup-share", type=float, default=0.2,
                     help="share of the run before the slope is measured")
-    ap.add_argument("--tandemd", default=str(REPO / "build/server/tandemd"))
+    ap.add_argument("--tandemd", default=str(DEFAULT_TANDEMD))
     ap.add_argument("--out", default="soak-out")
     ap.add_argument("flags", nargs="*", help="extra tandemd flags (after --)")
     a = ap.parse_args()
@@ -136,29 +124,9 @@ def main():
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    port, metrics_port = free_port(), free_port()
-    log = open(out / "tandemd.log", "wb")
-    daemon = subprocess.Popen(
-        [a.tandemd, "--server.host=127.0.0.1", f"--server.port={port}",
-         "--metrics.host=127.0.0.1", f"--metrics.port={metrics_port}",
-         f"--server.max_running_requests={a.streams}", *a.flags],
-        stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    health = health_pb2_grpc.HealthStub(channel)
-    deadline = time.monotonic() + 120
-    while True:
-        if daemon.poll() is not None:
-            sys.exit(f"tandemd exited with {daemon.returncode}; see {out / 'tandemd.log'}")
-        try:
-            if health.Check(health_pb2.HealthCheckRequest(), timeout=2).status == 1:
-                break
-        except grpc.RpcError:
-            pass
-        if time.monotonic() > deadline:
-            sys.exit("tandemd did not become SERVING within 120 s")
-        time.sleep(0.2)
-
-    stub = pbg.VllmEngineStub(channel)
+    daemon = LocalTandemd([f"--server.max_running_requests={a.streams}", *a.flags],
+                          out / "tandemd.log", tandemd=a.tandemd, start_timeout=120)
+    stub = daemon.stub
     stop = threading.Event()
     counters = Counters()
     threads = [threading.Thread(target=client, args=(stub, stop, counters, a.abort_share, i),
@@ -171,10 +139,10 @@ def main():
         csv.write("seconds,rss_mb,fds,requests,errors\n")
         while time.monotonic() - start < a.minutes * 60:
             time.sleep(a.sample_seconds)
-            if daemon.poll() is not None:
+            if not daemon.alive():
                 break
             t = time.monotonic() - start
-            row = (t, rss_mb(daemon.pid), open_fds(daemon.pid), counters.requests,
+            row = (t, rss_mb(daemon.proc.pid), open_fds(daemon.proc.pid), counters.requests,
                    len(counters.errors))
             samples.append(row)
             csv.write(",".join(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row) + "\n")
@@ -182,12 +150,8 @@ def main():
     stop.set()
     for t in threads:
         t.join(timeout=60)
-    alive = daemon.poll() is None
-    rc = None
-    if alive:
-        daemon.send_signal(signal.SIGTERM)
-        rc = daemon.wait(timeout=120)
-    log.close()
+    alive = daemon.alive()
+    rc = daemon.stop() if alive else None
 
     warm = [s for s in samples if s[0] >= a.warmup_share * a.minutes * 60]
     summary = {

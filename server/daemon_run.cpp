@@ -33,6 +33,8 @@ constexpr auto kFinalFlush = std::chrono::seconds(2);
 struct Exported {
   ExpertMetricsExport experts;
   int64_t preemptions = 0;
+  int64_t prefix_queries = 0;
+  int64_t prefix_hits = 0;
 };
 
 void update_gauges(const runtime::Scheduler& scheduler, const MoeActivity& activity,
@@ -40,9 +42,13 @@ void update_gauges(const runtime::Scheduler& scheduler, const MoeActivity& activ
   const runtime::SchedulerLoad load = scheduler.load();
   metrics.add_preemptions(load.preemptions - seen.preemptions);
   seen.preemptions = load.preemptions;
+  metrics.add_prefix_cache(load.prefix_query_tokens - seen.prefix_queries,
+                           load.prefix_hit_tokens - seen.prefix_hits);
+  seen.prefix_queries = load.prefix_query_tokens;
+  seen.prefix_hits = load.prefix_hit_tokens;
   metrics.set_queue_depth(load.waiting);
   metrics.set_running(load.running);
-  metrics.set_kv_blocks(load.kv_used_blocks, load.kv_total_blocks);
+  metrics.set_kv_blocks(load.kv_used_blocks, load.kv_cached_blocks, load.kv_total_blocks);
   metrics.set_kv_usage(load.kv_total_blocks > 0 ? static_cast<double>(load.kv_used_blocks) /
                                                       static_cast<double>(load.kv_total_blocks)
                                                 : 0.0);

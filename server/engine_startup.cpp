@@ -137,6 +137,7 @@ Result<ServingEngine> start_engine(const config::Config& config, const StartedMo
   options.limits.max_running = config.server.max_running_requests;
   options.limits.context_length = context;
   options.kv_budget_bytes = static_cast<int64_t>(config.runtime.kv_cache_bytes);
+  options.prefix_caching = config.runtime.prefix_caching;
   // The engine's queue bounds the requests in flight (running and waiting); the configuration
   // counts the waiting ones beyond a full batch (server.max_queued_requests).
   options.queue_capacity = static_cast<size_t>(config.server.max_queued_requests) +

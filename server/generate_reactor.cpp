@@ -123,6 +123,7 @@ void GenerateReactor::pump_locked() {
       prompt_logprobs_ = std::move(*event->prompt_logprobs);
       prompt_logprobs_ready_ = true;
     }
+    cached_tokens_ = event->cached_tokens;
     if (!event->token_ids.empty()) {
       const auto now = SteadyClock::now();
       if (context_.metrics != nullptr) {
@@ -157,8 +158,9 @@ void GenerateReactor::pump_locked() {
     return finish_locked(grpc::Status::OK, runtime::finish_reason_name(final_->finish_reason));
   }
   if (!unsent_ids_.empty()) {
-    response_ = chunk_response(unsent_ids_, prompt_tokens_,
-                               static_cast<int64_t>(output_ids_.size()), unsent_logprobs_);
+    response_ =
+        chunk_response(unsent_ids_, prompt_tokens_, static_cast<int64_t>(output_ids_.size()),
+                       cached_tokens_, unsent_logprobs_);
     if (prompt_logprobs_ready_ && !prompt_logprobs_written_) {  // the first chunk carries them
       fill_input_logprobs(prompt_ids_, prompt_logprobs_,
                           *response_.mutable_chunk()->mutable_input_logprobs());
@@ -226,11 +228,11 @@ void GenerateReactor::finish_locked(const grpc::Status& status, std::string_view
   // The one line per request at info (docs/style.md); the message never echoes request text.
   const std::string id = loggable(request_id_, 64);
   if (status.ok()) {
-    spdlog::info("request {}: {}, {} prompt + {} generated tokens, {:.3f} s", id, outcome,
-                 prompt_tokens_, output_ids_.size(), seconds);
+    spdlog::info("request {}: {}, {} prompt ({} cached) + {} generated tokens, {:.3f} s", id,
+                 outcome, prompt_tokens_, cached_tokens_, output_ids_.size(), seconds);
   } else {
-    spdlog::info("request {}: {}, {} prompt + {} generated tokens, {:.3f} s; {}: {}", id, outcome,
-                 prompt_tokens_, output_ids_.size(), seconds,
+    spdlog::info("request {}: {}, {} prompt ({} cached) + {} generated tokens, {:.3f} s; {}: {}",
+                 id, outcome, prompt_tokens_, cached_tokens_, output_ids_.size(), seconds,
                  status_code_name(static_cast<StatusCode>(status.error_code())),
                  loggable(status.error_message(), 200));
   }

@@ -70,7 +70,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool prompt_logprobs_written_ = false;                 // guarded by mu_
   std::optional<runtime::TokenEvent> final_;             // guarded by mu_
   int64_t prompt_tokens_ = 0;
-  std::string request_id_;                         // set in start once known, for the log line
+  int64_t cached_tokens_ = 0;  // from the latest event (TokenEvent::cached_tokens)
+  std::string request_id_;     // set in start once known, for the log line
   vllm::grpc::engine::GenerateResponse response_;  // the next write
   grpc::ByteBuffer response_bytes_;                // the write in flight (response_ serialized)
 };

@@ -216,7 +216,7 @@ wire::GenerateResponse complete_response(const runtime::TokenEvent& final_event,
 }
 
 wire::GenerateResponse chunk_response(const std::vector<int32_t>& new_ids, int64_t prompt_tokens,
-                                      int64_t completion_tokens,
+                                      int64_t completion_tokens, int64_t cached_tokens,
                                       std::span<const runtime::TokenLogprobs> logprobs) {
   wire::GenerateResponse response;
   wire::GenerateStreamChunk* chunk = response.mutable_chunk();
@@ -224,7 +224,7 @@ wire::GenerateResponse chunk_response(const std::vector<int32_t>& new_ids, int64
   if (!logprobs.empty()) fill_logprobs(new_ids, logprobs, *chunk->mutable_output_logprobs());
   chunk->set_prompt_tokens(static_cast<uint32_t>(prompt_tokens));
   chunk->set_completion_tokens(static_cast<uint32_t>(completion_tokens));
-  chunk->set_cached_tokens(0);
+  chunk->set_cached_tokens(static_cast<uint32_t>(cached_tokens));
   chunk->set_index(0);
   return response;
 }

@@ -56,6 +56,6 @@ void fill_input_logprobs(std::span<const int32_t> prompt_ids,
 // their output_logprobs when `logprobs` (one per new id) is not empty.
 vllm::grpc::engine::GenerateResponse chunk_response(
     const std::vector<int32_t>& new_ids, int64_t prompt_tokens, int64_t completion_tokens,
-    std::span<const runtime::TokenLogprobs> logprobs = {});
+    int64_t cached_tokens, std::span<const runtime::TokenLogprobs> logprobs = {});
 
 }  // namespace tandem::server

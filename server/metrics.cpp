@@ -117,6 +117,16 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                       .Help("Running sequences preempted for lack of KV blocks (recomputed later).")
                       .Register(r)
                       .Add({});
+  prefix_queries_ = &prometheus::BuildCounter()
+                         .Name("tandem_prefix_cache_queries_total")
+                         .Help("Prompt tokens of admitted requests looked up in the prefix cache.")
+                         .Register(r)
+                         .Add({});
+  prefix_hits_ = &prometheus::BuildCounter()
+                      .Name("tandem_prefix_cache_hits_total")
+                      .Help("Prompt tokens whose KV the prefix cache served (not computed).")
+                      .Register(r)
+                      .Add({});
   ttft_ = &prometheus::BuildHistogram()
                .Name("tandem_time_to_first_token_seconds")
                .Help("Time from a request's arrival to its first generated token.")
@@ -139,9 +149,12 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                    .Add({});
   auto& kv_blocks = prometheus::BuildGauge()
                         .Name("tandem_kv_cache_blocks")
-                        .Help("KV cache blocks: state=used in use, state=total allocated.")
+                        .Help(
+                            "KV cache blocks: state=used held by sequences, state=cached kept "
+                            "only by the prefix cache, state=total allocated.")
                         .Register(r);
   kv_blocks_used_ = &kv_blocks.Add({{"state", "used"}});
+  kv_blocks_cached_ = &kv_blocks.Add({{"state", "cached"}});
   kv_blocks_total_ = &kv_blocks.Add({{"state", "total"}});
   auto& expert_tokens = prometheus::BuildCounter()
                             .Name("tandem_expert_tokens_total")
@@ -253,6 +266,11 @@ void ServerMetrics::add_preemptions(int64_t n) {
   if (n > 0) preemptions_->Increment(static_cast<double>(n));
 }
 
+void ServerMetrics::add_prefix_cache(int64_t queried, int64_t hit) {
+  if (queried > 0) prefix_queries_->Increment(static_cast<double>(queried));
+  if (hit > 0) prefix_hits_->Increment(static_cast<double>(hit));
+}
+
 void ServerMetrics::add_generated_tokens(int64_t n) {
   if (n > 0) generated_tokens_->Increment(static_cast<double>(n));
 }
@@ -277,8 +295,9 @@ void ServerMetrics::set_gpu_memory(const std::array<uint64_t, kGpuMemoryParts.si
   for (size_t i = 0; i < bytes.size(); ++i) gpu_memory_[i]->Set(static_cast<double>(bytes[i]));
 }
 
-void ServerMetrics::set_kv_blocks(int64_t used, int64_t total) {
+void ServerMetrics::set_kv_blocks(int64_t used, int64_t cached, int64_t total) {
   kv_blocks_used_->Set(non_negative(used));
+  kv_blocks_cached_->Set(non_negative(cached));
   kv_blocks_total_->Set(non_negative(total));
 }
 

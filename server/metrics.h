@@ -69,14 +69,18 @@ class ServerMetrics {
   void add_generated_tokens(int64_t n);
   // tandem_preemptions_total; n <= 0 is ignored.
   void add_preemptions(int64_t n);
+  // tandem_prefix_cache_queries_total / tandem_prefix_cache_hits_total: prompt tokens looked up in
+  // the prefix cache at admission, and of them the ones served from it; n <= 0 is ignored.
+  void add_prefix_cache(int64_t queried, int64_t hit);
   // Histograms in seconds; negative, infinite and NaN values are ignored.
   void observe_time_to_first_token(double seconds);
   void observe_inter_token_latency(double seconds);
   void observe_request_duration(double seconds);
   // tandem_kv_cache_usage_ratio, clamped to 0..1; NaN is ignored.
   void set_kv_usage(double fraction);
-  // tandem_kv_cache_blocks{state="used"|"total"}; negative values are stored as 0.
-  void set_kv_blocks(int64_t used, int64_t total);
+  // tandem_kv_cache_blocks{state="used"|"cached"|"total"}: held by sequences, kept only by the
+  // prefix cache (reusable, evicted when needed), all; negative values are stored as 0.
+  void set_kv_blocks(int64_t used, int64_t cached, int64_t total);
   // tandem_expert_tokens_total{device} and tandem_expert_seconds_total{device}: token-expert
   // pairs computed on a device and the time its worker spent on them. device is "cpu" or "gpu";
   // anything else counts as "other". A negative count, or negative/infinite/NaN seconds, is
@@ -103,11 +107,14 @@ class ServerMetrics {
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* generated_tokens_ = nullptr;
   prometheus::Counter* preemptions_ = nullptr;
+  prometheus::Counter* prefix_queries_ = nullptr;
+  prometheus::Counter* prefix_hits_ = nullptr;
   prometheus::Histogram* ttft_ = nullptr;
   prometheus::Histogram* itl_ = nullptr;
   prometheus::Histogram* request_duration_ = nullptr;
   prometheus::Gauge* kv_usage_ = nullptr;
   prometheus::Gauge* kv_blocks_used_ = nullptr;
+  prometheus::Gauge* kv_blocks_cached_ = nullptr;
   prometheus::Gauge* kv_blocks_total_ = nullptr;
   std::array<prometheus::Counter*, kDevices.size()> expert_tokens_{};
   std::array<prometheus::Counter*, kDevices.size()> expert_seconds_{};

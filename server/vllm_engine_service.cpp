@@ -2,7 +2,9 @@
 // to GenerateReactor.
 #include "server/vllm_engine_service.h"
 
+#include <algorithm>
 #include <ctime>
+#include <limits>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -240,6 +242,12 @@ grpc::Status VllmEngineService::loads(const wire::GetLoadsRequest& request,
                                                     static_cast<double>(load.kv_total_blocks)
                                               : 0.0);
   l->set_max_running_requests(static_cast<int32_t>(context_.scheduler->limits().max_running));
+  l->set_cache_hit_rate(load.prefix_query_tokens > 0
+                            ? static_cast<double>(load.prefix_hit_tokens) /
+                                  static_cast<double>(load.prefix_query_tokens)
+                            : 0.0);
+  l->set_num_waiting_uncached_tokens(static_cast<int32_t>(
+      std::min<int64_t>(load.waiting_uncached_tokens, std::numeric_limits<int32_t>::max())));
   return grpc::Status::OK;
 }
 

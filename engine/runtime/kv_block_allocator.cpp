@@ -1,6 +1,7 @@
 // KvBlockAllocator: fixed-size KV blocks with reference counts and copy-on-write.
 #include "engine/runtime/kv_block_allocator.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -58,13 +59,15 @@ Result<KvBlockAllocator> KvBlockAllocator::create(const KvBlockConfig& config) {
     return invalid_argument_error("kv cache: " + std::to_string(num_blocks) +
                                   " blocks exceed the block id range; use larger blocks");
   }
-  return KvBlockAllocator(config.block_tokens, block_bytes, num_blocks);
+  return KvBlockAllocator(config.block_tokens, block_bytes, num_blocks, config.prefix_caching);
 }
 
-KvBlockAllocator::KvBlockAllocator(int64_t block_tokens, int64_t block_bytes, int64_t num_blocks)
+KvBlockAllocator::KvBlockAllocator(int64_t block_tokens, int64_t block_bytes, int64_t num_blocks,
+                                   bool prefix_caching)
     : block_tokens_(block_tokens), block_bytes_(block_bytes), ref_counts_(num_blocks, 0) {
   free_list_.reserve(static_cast<size_t>(num_blocks));
   for (int64_t i = num_blocks - 1; i >= 0; --i) free_list_.push_back(static_cast<BlockId>(i));
+  if (prefix_caching) index_ = std::make_unique<KvPrefixIndex>(num_blocks, block_tokens);
 }
 
 int64_t KvBlockAllocator::sequence_tokens(SeqId seq) const {
@@ -83,23 +86,38 @@ int32_t KvBlockAllocator::ref_count(BlockId block) const {
   return ref_counts_[static_cast<size_t>(block)];
 }
 
+bool KvBlockAllocator::writable(BlockId block) const {
+  return ref_count(block) == 1 && !(index_ && index_->is_cached(block));
+}
+
+bool KvBlockAllocator::last_needs_copy(const Table& table) const {
+  // The first written position lands in a block we already hold when the table ends mid-block;
+  // if that block is shared (or cached, hence immutable) it must be copied first.
+  return table.tokens % block_tokens_ != 0 && !writable(table.blocks.back());
+}
+
 int64_t KvBlockAllocator::blocks_needed(SeqId seq, int64_t tokens) const {
   auto it = tables_.find(seq);
   if (it == tables_.end()) return kv_blocks_for_tokens(tokens, block_tokens_);
   const Table& table = it->second;
   if (tokens <= table.tokens) return 0;
   const int64_t have = static_cast<int64_t>(table.blocks.size());
-  int64_t need = kv_blocks_for_tokens(tokens, block_tokens_) - have;
-  // The first written position lands in a block we already hold when the table ends mid-block;
-  // if that block is shared it must be copied first.
-  if (table.tokens % block_tokens_ != 0 && ref_counts_[table.blocks.back()] > 1) ++need;
-  return need;
+  return kv_blocks_for_tokens(tokens, block_tokens_) - have + (last_needs_copy(table) ? 1 : 0);
 }
 
 BlockId KvBlockAllocator::take_free_block() {
-  TANDEM_CHECK(!free_list_.empty());
-  const BlockId block = free_list_.back();
-  free_list_.pop_back();
+  BlockId block = -1;
+  if (!free_list_.empty()) {
+    block = free_list_.back();
+    free_list_.pop_back();
+  } else {
+    // Evict the least recently used cached block nobody holds.
+    TANDEM_CHECK(index_ != nullptr);
+    block = index_->pop_oldest_unused();
+    TANDEM_CHECK(block >= 0);
+    index_->erase(block);
+    ++evictions_;
+  }
   TANDEM_CHECK(ref_counts_[block] == 0);
   ref_counts_[block] = 1;
   return block;
@@ -107,7 +125,94 @@ BlockId KvBlockAllocator::take_free_block() {
 
 void KvBlockAllocator::release_block(BlockId block) {
   TANDEM_CHECK(ref_counts_[block] > 0);
-  if (--ref_counts_[block] == 0) free_list_.push_back(block);
+  if (--ref_counts_[block] != 0) return;
+  if (index_ && index_->is_cached(block)) {
+    index_->push_unused(block);  // kept for a later request with the same prefix
+  } else {
+    free_list_.push_back(block);
+  }
+}
+
+PrefixMatch KvBlockAllocator::match_prefix(std::span<const TokenId> tokens) const {
+  PrefixMatch match;
+  if (!index_) return match;
+  PrefixParent parent;
+  const auto bt = static_cast<size_t>(block_tokens_);
+  for (size_t start = 0; start + bt <= tokens.size(); start += bt) {
+    const BlockId block = index_->find(parent, tokens.subspan(start, bt));
+    if (block < 0) break;
+    match.blocks.push_back(block);
+    if (ref_counts_[block] == 0) ++match.unreferenced;
+    parent = index_->handle(block);
+  }
+  return match;
+}
+
+Status KvBlockAllocator::adopt_prefix(SeqId seq, std::span<const BlockId> blocks, int64_t tokens) {
+  const auto n = static_cast<int64_t>(blocks.size());
+  if (tables_.count(seq) != 0) {
+    return invalid_argument_error("kv adopt: sequence " + std::to_string(seq) + " already exists");
+  }
+  if (n == 0 || tokens <= (n - 1) * block_tokens_ || tokens > n * block_tokens_) {
+    return invalid_argument_error("kv adopt: " + std::to_string(tokens) + " tokens do not fit " +
+                                  std::to_string(n) + " blocks of " +
+                                  std::to_string(block_tokens_));
+  }
+  for (const BlockId block : blocks) {
+    if (!index_ || block < 0 || block >= total_blocks() || !index_->is_cached(block)) {
+      return invalid_argument_error("kv adopt: block " + std::to_string(block) +
+                                    " is not in the prefix cache");
+    }
+  }
+  Table table;
+  table.blocks.assign(blocks.begin(), blocks.end());
+  table.tokens = tokens;
+  table.committed = tokens / block_tokens_;
+  if (table.committed > 0) {
+    table.parent = index_->handle(blocks[static_cast<size_t>(table.committed - 1)]);
+  }
+  for (const BlockId block : blocks) {
+    if (ref_counts_[block]++ == 0) index_->remove_unused(block);
+  }
+  tables_.emplace(seq, std::move(table));
+  return Status();
+}
+
+void KvBlockAllocator::commit(SeqId seq, std::span<const TokenId> tokens) {
+  if (!index_) return;
+  auto it = tables_.find(seq);
+  if (it == tables_.end()) return;
+  Table& table = it->second;
+  const auto bt = static_cast<size_t>(block_tokens_);
+  const int64_t full =
+      std::min<int64_t>(static_cast<int64_t>(tokens.size()), table.tokens) / block_tokens_;
+  for (; table.committed < full && !table.chain_broken; ++table.committed) {
+    const auto i = static_cast<size_t>(table.committed);
+    const std::span<const TokenId> content = tokens.subspan(i * bt, bt);
+    const BlockId existing = index_->find(table.parent, content);
+    if (existing >= 0) {  // the same content is cached already: chain on through that copy
+      table.parent = index_->handle(existing);
+      continue;
+    }
+    const BlockId block = table.blocks[i];
+    if (index_->is_cached(block) || !index_->insert(table.parent, content, block)) {
+      table.chain_broken = true;  // a hash slot held by another content (a collision)
+      break;
+    }
+    table.parent = index_->handle(block);
+  }
+}
+
+int64_t KvBlockAllocator::drop_unreferenced_cache() {
+  if (!index_) return 0;
+  int64_t dropped = 0;
+  for (BlockId block = index_->pop_oldest_unused(); block >= 0;
+       block = index_->pop_oldest_unused()) {
+    index_->erase(block);
+    free_list_.push_back(block);
+    ++dropped;
+  }
+  return dropped;
 }
 
 Status KvBlockAllocator::grow(SeqId seq, int64_t tokens, std::vector<KvBlockCopy>* copies) {
@@ -125,7 +230,7 @@ Status KvBlockAllocator::grow(SeqId seq, int64_t tokens, std::vector<KvBlockCopy
   }
   Table& table = tables_[seq];
   if (tokens == table.tokens) return Status();
-  if (table.tokens % block_tokens_ != 0 && ref_counts_[table.blocks.back()] > 1) {
+  if (last_needs_copy(table)) {
     const BlockId shared = table.blocks.back();
     const BlockId fresh = take_free_block();
     release_block(shared);
@@ -187,7 +292,27 @@ Status KvBlockAllocator::check_invariants() const {
       return internal_error("kv: free list holds a bad or duplicate block " +
                             std::to_string(block));
     }
+    if (index_ && index_->is_cached(block)) {
+      return internal_error("kv: free-list block " + std::to_string(block) + " is still cached");
+    }
     in_free[static_cast<size_t>(block)] = true;
+  }
+  int64_t unused = 0;
+  for (BlockId block = 0; index_ && block < total_blocks(); ++block) {
+    const bool lru = index_->in_unused(block);
+    if (lru != (index_->is_cached(block) && ref_counts_[static_cast<size_t>(block)] == 0)) {
+      return internal_error("kv: cached block " + std::to_string(block) + " with ref count " +
+                            std::to_string(ref_counts_[static_cast<size_t>(block)]) +
+                            (lru ? " is" : " is not") + " on the LRU list");
+    }
+    if (lru) {
+      in_free[static_cast<size_t>(block)] = true;
+      ++unused;
+    }
+  }
+  if (index_ && unused != index_->unused()) {
+    return internal_error("kv: the LRU list counts " + std::to_string(index_->unused()) +
+                          " blocks, " + std::to_string(unused) + " are on it");
   }
   for (size_t i = 0; i < ref_counts_.size(); ++i) {
     if (counted[i] != ref_counts_[i]) {

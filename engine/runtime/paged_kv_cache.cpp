@@ -131,10 +131,10 @@ Status PagedKvCache::prepare_write(size_t start_pos, size_t end_pos) {
   if (end_pos > covered && covered % bt != 0) check_end = std::min(check_end, covered / bt * bt);
   const auto current = allocator_->block_table(seq_);
   for (size_t b = start_pos / bt; b * bt < check_end && b < current.size(); ++b) {
-    if (allocator_->ref_count(current[b]) > 1) {
-      return failed_precondition_error("cannot rewrite position " +
-                                       std::to_string(std::max(start_pos, b * bt)) +
-                                       ": its KV block is shared with another sequence");
+    if (!allocator_->writable(current[b])) {
+      return failed_precondition_error(
+          "cannot rewrite position " + std::to_string(std::max(start_pos, b * bt)) +
+          ": its KV block is shared with another sequence or held by the prefix cache");
     }
   }
   Status copied;  // the first error of the pool's copy hook (the blocks stay taken)
@@ -165,7 +165,7 @@ void PagedKvCache::write(size_t layer, size_t start_pos, std::span<const float> 
   while (done < n) {
     const size_t p = start_pos + done;
     const BlockId block = table_[p / bt];
-    TANDEM_CHECK(allocator_->ref_count(block) == 1);  // prepare_write made it private
+    TANDEM_CHECK(allocator_->writable(block));  // prepare_write made it private
     const size_t rows = std::min(n - done, bt - p % bt);
     const size_t offset = (static_cast<size_t>(block) * bt + p % bt) * dim;
     std::copy_n(k_rows.data() + done * dim, rows * dim, keys + offset);

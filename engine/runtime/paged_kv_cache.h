@@ -92,7 +92,8 @@ class PagedKvCache final : public KvCache {
   size_t max_positions() const override { return max_positions_; }
   size_t length() const override { return length_; }
   // RESOURCE_EXHAUSTED (nothing taken) when the free blocks do not cover end_pos;
-  // FAILED_PRECONDITION when rewinding would write a block other sequences share. An error from
+  // FAILED_PRECONDITION when rewinding would write a block other sequences share or the prefix
+  // cache holds. An error from
   // the pool's copy hook is returned after the blocks were taken (the table is updated): the
   // copied blocks are then undefined in the mirror and the caller fails the sequence.
   Status prepare_write(size_t start_pos, size_t end_pos) override;

@@ -55,6 +55,9 @@ struct TokenEvent {
   // prompt gives an empty list).
   std::optional<std::vector<TokenLogprobs>> prompt_logprobs;
   std::string text;  // detokenized text of token_ids when the engine produces it; may be empty
+  // Prompt tokens the prefix cache served, on every token event after admission (0 before; the
+  // final event's usage carries it too).
+  int64_t cached_tokens = 0;
   bool is_final = false;
   FinishReason finish_reason = FinishReason::kStop;  // meaningful only when is_final
   Usage usage;                                       // meaningful only when is_final

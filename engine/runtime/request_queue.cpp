@@ -191,7 +191,12 @@ void RequestQueue::push_tokens(RequestChannel& channel, std::vector<TokenId> tok
   event.token_ids = std::move(token_ids);
   event.text = std::move(text);
   event.logprobs = std::move(logprobs);
+  event.cached_tokens = channel.cached_tokens_;
   channel.push(std::move(event));
+}
+
+void RequestQueue::set_cached_tokens(RequestChannel& channel, int64_t tokens) {
+  channel.cached_tokens_ = tokens;
 }
 
 void RequestQueue::push_prompt_logprobs(RequestChannel& channel,
@@ -217,6 +222,7 @@ void RequestQueue::finish(RequestChannel& channel, FinishReason reason, Usage us
   TokenEvent event;
   event.token_ids = std::move(last_token_ids);
   event.logprobs = std::move(last_logprobs);
+  event.cached_tokens = channel.cached_tokens_;
   event.is_final = true;
   event.finish_reason = reason;
   event.usage = usage;

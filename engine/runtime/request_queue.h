@@ -55,6 +55,7 @@ class RequestChannel {
   std::condition_variable cv_;
   std::deque<TokenEvent> events_;   // guarded by mu_
   bool final_pushed_ = false;       // guarded by mu_
+  int64_t cached_tokens_ = 0;       // scheduler thread only (RequestQueue::set_cached_tokens)
   std::mutex listener_mu_;          // held while the listener runs and while it is replaced
   std::function<void()> listener_;  // guarded by listener_mu_
 };
@@ -136,6 +137,9 @@ class RequestQueue {
   // `logprobs`: one per token id when the request asked for them, else empty.
   void push_tokens(RequestChannel& channel, std::vector<TokenId> token_ids, std::string text = {},
                    std::vector<TokenLogprobs> logprobs = {});
+  // Scheduler thread: the prompt tokens the prefix cache served, carried by every later token
+  // event (TokenEvent::cached_tokens).
+  void set_cached_tokens(RequestChannel& channel, int64_t tokens);
   // Scheduler thread: the prompt's logprobs (TokenEvent::prompt_logprobs), in an event of their
   // own.
   void push_prompt_logprobs(RequestChannel& channel, std::vector<TokenLogprobs> logprobs);

@@ -44,10 +44,11 @@ struct Scheduler::Sequence {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StopConditions> stop;
   std::unique_ptr<tokenizer::StreamingDetokenizer> detok;
-  bool started = false;  // admitted at least once (RoutingObserver::on_started was called)
+  bool started = false;       // admitted at least once (RoutingObserver::on_started was called)
+  int64_t cached_tokens = 0;  // prompt tokens the prefix cache served at the first admission
 
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_tokens; }
-  Usage usage() const { return Usage{prompt_tokens, generated(), 0}; }
+  Usage usage() const { return Usage{prompt_tokens, generated(), cached_tokens}; }
 };
 
 // The loop's state; touched only by the scheduler thread.
@@ -80,6 +81,9 @@ class Scheduler::Loop {
     s_.load_waiting_.store(static_cast<int64_t>(waiting_.size()), std::memory_order_relaxed);
     s_.load_kv_used_.store(s_.allocator_.total_blocks() - s_.allocator_.free_blocks(),
                            std::memory_order_relaxed);
+    s_.load_kv_cached_.store(s_.allocator_.cached_unreferenced_blocks(), std::memory_order_relaxed);
+    s_.load_kv_evicted_.store(s_.allocator_.evictions(), std::memory_order_relaxed);
+    if (waiting_.empty()) s_.load_waiting_uncached_.store(0, std::memory_order_relaxed);
     s_.heartbeat_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   }
 
@@ -147,11 +151,23 @@ class Scheduler::Loop {
                                q.channel->cancelled(), q.deadline});
     }
     waiting_view_.clear();
+    matches_.clear();
     for (SeqId id : waiting_) {
       const Sequence& q = seqs_.at(id);
-      waiting_view_.push_back({id, static_cast<int64_t>(q.tokens.size()), q.max_total_tokens,
-                               q.channel->cancelled(), q.deadline});
+      WaitingSeq& view = waiting_view_.emplace_back();
+      view.id = id;
+      view.tokens = static_cast<int64_t>(q.tokens.size());
+      view.max_total_tokens = q.max_total_tokens;
+      view.cancelled = q.channel->cancelled();
+      view.deadline = q.deadline;
+      // Only the first max_running can be admitted this step: look up no further.
+      if (static_cast<int64_t>(waiting_view_.size()) <= s_.options_.limits.max_running) {
+        find_cached_prefix(q, waiting_view_.back());
+      }
     }
+    int64_t uncached = 0;
+    for (const WaitingSeq& w : waiting_view_) uncached += w.tokens - w.cached_tokens;
+    s_.load_waiting_uncached_.store(uncached, std::memory_order_relaxed);
     const SchedulerInput input{&running_view_, &waiting_view_, s_.allocator_.free_blocks(),
                                Clock::now()};
     const StepPlan plan = plan_step(input, s_.options_.limits, s_.budget_);
@@ -183,14 +199,22 @@ class Scheduler::Loop {
       waiting_.pop_front();
       running_.push_back(id);
       Sequence& q = seqs_.at(id);
+      const int64_t cached = adopt_cached_prefix(q);
       q.cache = s_.runner_->wrap_kv_cache(
           std::make_unique<PagedKvCache>(*s_.pool_, s_.allocator_, q.id,
                                          static_cast<size_t>(q.max_total_tokens)),
           static_cast<size_t>(q.max_total_tokens));
-      q.computed = 0;
-      if (s_.options_.routing_observer != nullptr && !q.started) {
+      q.cache->set_length(static_cast<size_t>(cached));
+      q.computed = cached;
+      if (!q.started) {
         q.started = true;
-        s_.options_.routing_observer->on_started(q.channel->id());
+        q.cached_tokens = std::min(cached, q.prompt_tokens);
+        s_.prefix_query_tokens_.fetch_add(q.prompt_tokens, std::memory_order_relaxed);
+        s_.prefix_hit_tokens_.fetch_add(q.cached_tokens, std::memory_order_relaxed);
+        s_.queue_->set_cached_tokens(*q.channel, q.cached_tokens);
+        if (s_.options_.routing_observer != nullptr) {
+          s_.options_.routing_observer->on_started(q.channel->id());
+        }
       }
     }
     if (plan.work.empty()) {
@@ -255,6 +279,9 @@ class Scheduler::Loop {
       const ScheduledWork& w = work[i];
       Sequence& q = seqs_.at(w.id);
       q.computed += w.num_tokens;
+      // The blocks this pass filled can serve later requests with the same prefix.
+      s_.allocator_.commit(
+          q.id, std::span<const TokenId>(q.tokens).first(static_cast<size_t>(q.computed)));
       collect_prompt_logprobs(q, w, i);
       if (!w.samples) continue;
       if (!q.prompt_lp_sent) {  // the prompt is complete: its logprobs go before its first token
@@ -289,6 +316,35 @@ class Scheduler::Loop {
                                            q.tokens[static_cast<size_t>(next)],
                                            *q.prompt_logprobs));
     }
+  }
+
+  // Fills `view`'s cached_tokens and admit_blocks from the longest cached prefix of the sequence's
+  // tokens, and keeps the match for its admission this step. The last token is always computed
+  // (its logits give the next one), so a fully cached prompt reuses all but it, copying the last
+  // block. A request for prompt_logprobs needs every prompt position's logits: no reuse until they
+  // were sent.
+  void find_cached_prefix(const Sequence& q, WaitingSeq& view) {
+    if (!s_.allocator_.prefix_caching() || !q.prompt_lp_sent) return;
+    PrefixMatch match = s_.allocator_.match_prefix(q.tokens);
+    const auto total = static_cast<int64_t>(q.tokens.size());
+    const int64_t bt = s_.allocator_.block_tokens();
+    const int64_t cached = std::min(static_cast<int64_t>(match.blocks.size()) * bt, total - 1);
+    if (cached <= 0) return;
+    view.cached_tokens = cached;
+    view.admit_blocks = kv_blocks_for_tokens(total, bt) -
+                        static_cast<int64_t>(match.blocks.size()) + (cached % bt != 0 ? 1 : 0) +
+                        match.unreferenced;
+    matches_.emplace(q.id, CachedPrefix{std::move(match.blocks), cached});
+  }
+
+  // Admission: hands the sequence the cached blocks find_cached_prefix matched this step (still
+  // cached: nothing was evicted since) and returns the tokens they cover (0 without a match).
+  int64_t adopt_cached_prefix(const Sequence& q) {
+    auto it = matches_.find(q.id);
+    if (it == matches_.end()) return 0;
+    const Status adopted = s_.allocator_.adopt_prefix(q.id, it->second.blocks, it->second.tokens);
+    TANDEM_CHECK(adopted.ok());
+    return it->second.tokens;
   }
 
   // Records a sampled token, feeds the stop conditions and streams it (or ends the sequence).
@@ -342,6 +398,11 @@ class Scheduler::Loop {
   std::vector<SequenceInput> inputs_;
   std::vector<RoutedToken> routed_;
   ForwardOutput out_;
+  struct CachedPrefix {
+    std::vector<BlockId> blocks;
+    int64_t tokens = 0;
+  };
+  std::unordered_map<SeqId, CachedPrefix> matches_;  // this step's waiting sequences with a hit
 };
 
 Scheduler::Scheduler(std::unique_ptr<ModelRunner> runner, SchedulerOptions options,
@@ -400,6 +461,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner
                       kv_blocks_for_tokens(options.limits.context_length, kv.block_tokens) *
                       kv.block_tokens * per_token;
   }
+  // The windowed layers' rings are private to each sequence, so a cached prefix could not restore
+  // them: prefix caching covers models whose every layer keeps its KV in the pool.
+  kv.prefix_caching = options.prefix_caching && layout.n_windowed() == 0;
   TANDEM_ASSIGN_OR_RETURN(KvBlockAllocator allocator, KvBlockAllocator::create(kv));
   // The whole budget's KV memory, once: every running sequence's cache lives in it.
   TANDEM_ASSIGN_OR_RETURN(
@@ -440,6 +504,11 @@ SchedulerLoad Scheduler::load() const {
   load.kv_block_tokens = budget_.block_tokens;
   load.steps = steps_.load(std::memory_order_relaxed);
   load.preemptions = preemptions_.load(std::memory_order_relaxed);
+  load.kv_cached_blocks = load_kv_cached_.load(std::memory_order_relaxed);
+  load.kv_evicted_blocks = load_kv_evicted_.load(std::memory_order_relaxed);
+  load.waiting_uncached_tokens = load_waiting_uncached_.load(std::memory_order_relaxed);
+  load.prefix_query_tokens = prefix_query_tokens_.load(std::memory_order_relaxed);
+  load.prefix_hit_tokens = prefix_hit_tokens_.load(std::memory_order_relaxed);
   load.heartbeat =
       Clock::time_point(Clock::duration(heartbeat_ns_.load(std::memory_order_relaxed)));
   return load;

@@ -33,6 +33,10 @@ struct SchedulerOptions {
   int64_t kv_blocks = 0;
   int64_t kv_budget_bytes = 0;
   int64_t kv_block_tokens = 16;
+  // Automatic prefix caching: full KV blocks stay cached after their sequence ends and a new
+  // request reuses the longest cached prefix of its tokens (KvBlockAllocator). Off for a model with
+  // sliding-window layers (their per-sequence rings cannot be restored from the pool).
+  bool prefix_caching = true;
   // Requests in flight (accepted, final event not yet pushed); submit beyond it fails
   // RESOURCE_EXHAUSTED.
   size_t queue_capacity = 256;
@@ -63,6 +67,16 @@ struct SchedulerLoad {
   int64_t kv_block_tokens = 0;  // positions per block
   int64_t steps = 0;            // forward passes so far
   int64_t preemptions = 0;      // sequences preempted so far
+  int64_t kv_cached_blocks =
+      0;  // blocks no sequence holds, kept by the prefix cache (counted free)
+  int64_t kv_evicted_blocks = 0;  // cached blocks evicted to make room so far
+  // Prompt tokens of admitted requests, and of them the ones the prefix cache served (first
+  // admission only), so far.
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  // Tokens the waiting sequences must still prefill: the first max_running of them net of their
+  // cached prefix (as of the latest step), the rest in full.
+  int64_t waiting_uncached_tokens = 0;
   // When the loop last finished an iteration (idle waits included): a loop that stops advancing
   // this while it has work is wedged (liveness, hardening row C13).
   Clock::time_point heartbeat{};
@@ -133,6 +147,8 @@ class Scheduler {
   int64_t kv_total_blocks() const { return allocator_.total_blocks(); }
   int64_t kv_free_blocks() const { return allocator_.free_blocks(); }
   Status kv_check_invariants() const { return allocator_.check_invariants(); }
+  // Whether the prefix cache is on (the option, unless the model has sliding-window layers).
+  bool prefix_caching() const { return allocator_.prefix_caching(); }
   // Bytes of the KV pool (allocated once at create, the whole budget in whole blocks). Any thread.
   size_t kv_pool_bytes() const { return pool_->bytes(); }
   // Forward passes run so far (steps with work). Any thread.
@@ -170,6 +186,11 @@ class Scheduler {
   std::atomic<int64_t> load_running_{0};
   std::atomic<int64_t> load_waiting_{0};
   std::atomic<int64_t> load_kv_used_{0};
+  std::atomic<int64_t> load_kv_cached_{0};
+  std::atomic<int64_t> load_kv_evicted_{0};
+  std::atomic<int64_t> load_waiting_uncached_{0};
+  std::atomic<int64_t> prefix_query_tokens_{0};
+  std::atomic<int64_t> prefix_hit_tokens_{0};
   std::atomic<int64_t> heartbeat_ns_{0};  // Clock::time_point since epoch, in ns
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_mu_;

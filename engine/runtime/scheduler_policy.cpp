@@ -174,12 +174,14 @@ StepPlan plan_step(const SchedulerInput& input, const SchedulerLimits& limits, c
     int64_t running = static_cast<int64_t>(end);
     for (const WaitingSeq* seq : waiting) {
       if (running >= limits.max_running || budget <= 0) break;
-      const int64_t need = kv_blocks_for_tokens(seq->tokens, kv.block_tokens);
+      const int64_t need =
+          seq->admit_blocks.value_or(kv_blocks_for_tokens(seq->tokens, kv.block_tokens));
       if (need > free) break;
-      const int64_t chunk = std::min({seq->tokens, limits.prefill_chunk_tokens, budget});
+      const int64_t start = std::clamp<int64_t>(seq->cached_tokens, 0, seq->tokens - 1);
+      const int64_t chunk = std::min({seq->tokens - start, limits.prefill_chunk_tokens, budget});
       plan.admitted.push_back(seq->id);
       plan.work.push_back(
-          {seq->id, WorkKind::kPrefill, 0, chunk, seq->tokens, chunk == seq->tokens});
+          {seq->id, WorkKind::kPrefill, start, chunk, seq->tokens, start + chunk == seq->tokens});
       free -= need;
       plan.blocks_to_allocate += need;
       budget -= chunk;

@@ -48,7 +48,8 @@ Status check_request(const Request& request, const SchedulerLimits& limits, cons
 //     admission for all known tokens, so chunks never allocate.
 //  4. Admission, strictly in queue order, and only when nothing was preempted this step: the
 //     front sequence is admitted while fewer than max_running sequences run, budget is left and
-//     its whole prefill fits in the free blocks; its first chunk is scheduled. The first that does
+//     its whole prefill fits in the free blocks (admit_blocks when given: a cached prefix needs
+//     fewer); its first chunk is scheduled, starting after its cached tokens. The first that does
 //     not fit stops admission (no overtaking, so nothing starves).
 StepPlan plan_step(const SchedulerInput& input, const SchedulerLimits& limits, const KvBudget& kv);
 

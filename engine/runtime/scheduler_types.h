@@ -35,6 +35,11 @@ struct WaitingSeq {
   int64_t max_total_tokens = 0;  // prompt + max_tokens: the most KV the sequence can ever need
   bool cancelled = false;
   std::optional<Clock::time_point> deadline;
+  // Leading tokens whose KV the prefix cache holds (< tokens): admission starts the prefill there.
+  int64_t cached_tokens = 0;
+  // Free blocks admission takes (new blocks, copies and unreferenced cached blocks adopted); unset:
+  // every block of `tokens` is new.
+  std::optional<int64_t> admit_blocks;
 };
 
 // A running sequence: admitted, its KV blocks cover `allocated_blocks`. `tokens` = prompt +

@@ -203,6 +203,31 @@ def test_chat_logprobs_through_gateway(client):
     assert streamed == pytest.approx([e.logprob for e in content], abs=1e-6)
 
 
+def test_chat_second_turn_is_served_from_the_prefix_cache(client):
+    """A conversation's second turn re-sends the first turn and its answer: the gateway's usage
+    reports the cached prompt tokens (prompt_tokens_details.cached_tokens), and the first turn
+    asked again gets the answer it got when nothing was cached."""
+    history = [{"role": "system", "content": "You answer in the words of the old books, and "
+                "you keep every answer short and plain for the reader. " * 3}] + CHAT
+    first = client.chat.completions.create(model=MODEL, messages=history, temperature=0,
+                                           max_tokens=12)
+    assert first.usage.prompt_tokens > 32
+    turn2 = history + [{"role": "assistant", "content": first.choices[0].message.content},
+                       {"role": "user", "content": "And what came after that?"}]
+    second = client.chat.completions.create(model=MODEL, messages=turn2, temperature=0,
+                                            max_tokens=12)
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    # Everything up to the last full 16-token block of the first turn's prompt is reused.
+    assert cached >= (first.usage.prompt_tokens // 16) * 16 - 16 > 0
+    assert cached < second.usage.prompt_tokens
+    again = client.chat.completions.create(model=MODEL, messages=history, temperature=0,
+                                           max_tokens=12)
+    # Whole blocks of the prompt (the last token is always computed).
+    n = first.usage.prompt_tokens
+    assert again.usage.prompt_tokens_details.cached_tokens == min(n // 16 * 16, n - 1)
+    assert again.choices[0].message.content == first.choices[0].message.content
+
+
 def test_gateway_with_api_keys_and_trusted_loopback(tandemd, tmp_path):
     """server.api_keys with the gateway: SMG sends no metadata to its workers, so its address
     is a trusted peer; the gateway's own clients authenticate to the gateway (--api-key)."""

@@ -6,6 +6,7 @@ import re
 import struct
 import subprocess
 import threading
+import time
 
 import grpc
 import pytest
@@ -193,7 +194,8 @@ def test_abort_mid_stream(demo):
     log = demo.log()
     assert "abort: 2 request id(s) asked, 1 in flight cancelled" in log, log
     assert "abort: 1 request id(s) asked, 0 in flight cancelled" in log, log
-    assert re.search(rf"request {rid}: abort, \d+ prompt \+ \d+ generated tokens", log), log
+    assert re.search(rf"request {rid}: abort, \d+ prompt \(\d+ cached\) \+ \d+ generated "
+                     r"tokens", log), log
 
 
 def test_one_log_line_per_request(demo):
@@ -207,7 +209,8 @@ def test_one_log_line_per_request(demo):
     log = demo.log()
     lines = [line for line in log.splitlines() if f"request {rid}:" in line]
     assert len(lines) == 1, log
-    assert re.search(rf"request {rid}: length, {len(DEMO_PROMPT)} prompt \+ 3 generated tokens, "
+    assert re.search(rf"request {rid}: length, {len(DEMO_PROMPT)} prompt \(\d+ cached\) \+ 3 "
+                     r"generated tokens, "
                      r"\d+\.\d{3} s$", lines[0]), lines[0]
     assert re.search(rf"request {bad}: invalid_argument, .*; INVALID_ARGUMENT: ", log), log
     # A client's control characters never start a line of their own.
@@ -496,6 +499,46 @@ def test_get_loads_counts_running_request(demo):
         assert demo.wait_idle(timeout=5) == 0
     assert seen is not None, "GetLoads never counted the running request in 5 attempts"
     assert seen.num_total_reqs == 1
+
+
+def test_prefix_cache_serves_a_second_turn(tiny):
+    """A second turn that starts with the first turn's prompt and answer reuses their KV:
+    cached_tokens in every chunk and the complete, the Prometheus hit counters, and the tokens
+    tandem generate computes from scratch."""
+    prompt = list(reversed(REF_F32["prompts"][2]["tokens"]))  # 64 tokens no other test sends
+    before = tiny.metrics_text()
+    _, first = generate(tiny, prompt, max_tokens=8, ignore_eos=True)
+    assert first.cached_tokens == 0
+    turn2 = prompt + list(first.output_ids) + REF_F32["prompts"][0]["tokens"][:5]
+    chunks, done = generate(tiny, turn2, stream=True, max_tokens=8, ignore_eos=True)
+    # KV of the 64 prompt tokens and 7 fed outputs: 4 full blocks of 16.
+    assert done.cached_tokens == 64
+    assert chunks and all(c.cached_tokens == 64 for c in chunks)
+    cli = tandem_cli_json("--model", str(TINY_F32), "--prompt-ids", " ".join(map(str, turn2)),
+                          "--max-tokens", "8", "--ignore-eos")
+    assert list(done.output_ids) == cli["token_ids"]
+
+    def counter(text, name):
+        m = re.search(rf"^{name} (\S+)$", text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    def grown(name):
+        return counter(after, name) - counter(before, name)
+
+    deadline = time.monotonic() + 10  # the counters are exported about once a second
+    while True:
+        after = tiny.metrics_text()
+        if grown("tandem_prefix_cache_queries_total") >= len(prompt) + len(turn2) or \
+                time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert grown("tandem_prefix_cache_queries_total") == len(prompt) + len(turn2)
+    assert grown("tandem_prefix_cache_hits_total") == 64
+    # GetLoads: the hit rate over every prompt so far, nothing left waiting.
+    load = tiny.vllm.GetLoads(pb.GetLoadsRequest(include=["core"]), timeout=5,
+                              metadata=tiny.metadata()).loads[0]
+    assert 0.0 < load.cache_hit_rate < 1.0
+    assert load.num_waiting_uncached_tokens == 0
 
 
 def log_softmax(row):

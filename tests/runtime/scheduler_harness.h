@@ -66,8 +66,12 @@ class SchedulerHarness {
     std::vector<WaitingSeq> waiting;
     for (SeqId id : waiting_) {
       const SimSeq& s = seqs_.at(id);
-      waiting.push_back({id, s.tokens(), s.prompt + s.max_tokens,
-                         s.cancelled || (cancelled_flag_ && cancelled_flag_(id)), s.deadline});
+      WaitingSeq& view = waiting.emplace_back();
+      view.id = id;
+      view.tokens = s.tokens();
+      view.max_total_tokens = s.prompt + s.max_tokens;
+      view.cancelled = s.cancelled || (cancelled_flag_ && cancelled_flag_(id));
+      view.deadline = s.deadline;
     }
     SchedulerInput input{&running, &waiting, kv_.free_blocks(), now};
     StepPlan plan = plan_step(input, limits_, budget_);

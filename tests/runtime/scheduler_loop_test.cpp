@@ -47,7 +47,7 @@ Engine make_engine(const SchedulerLimits& limits, int64_t kv_blocks = 0, size_t 
                    bool with_tokenizer = false, bool start = true,
                    std::function<void(int64_t)> after_step = {},
                    const std::string& model_path = tiny_moe_dir() + "tiny-moe-f32.gguf",
-                   std::function<Status()> weights_check = {}) {
+                   std::function<Status()> weights_check = {}, bool prefix_caching = true) {
   Engine e;
   e.model = load_model(model_path, 2);
   SchedulerOptions options;
@@ -63,6 +63,7 @@ Engine make_engine(const SchedulerLimits& limits, int64_t kv_blocks = 0, size_t 
   options.queue_capacity = capacity;
   options.after_step = std::move(after_step);
   options.weights_check = std::move(weights_check);
+  options.prefix_caching = prefix_caching;
   auto s = Scheduler::create(std::move(e.model->runner), options);
   INFO((s.ok() ? "" : s.status().to_string()));
   REQUIRE(s.ok());
@@ -89,6 +90,8 @@ struct Outcome {
   Usage usage;
   Status error;
   bool timed_out = false;
+  std::vector<TokenLogprobs> logprobs;  // per output token, when asked for
+  int64_t event_cached_tokens = -1;     // TokenEvent::cached_tokens of the first token event
 };
 
 // Reads events until the final one; then checks nothing follows it. Thread-safe (no REQUIREs).
@@ -101,6 +104,10 @@ Outcome collect(RequestHandle& handle, bool cancel_after_first = false) {
       return o;
     }
     o.tokens.insert(o.tokens.end(), ev->token_ids.begin(), ev->token_ids.end());
+    o.logprobs.insert(o.logprobs.end(), ev->logprobs.begin(), ev->logprobs.end());
+    if (o.event_cached_tokens < 0 && !ev->token_ids.empty()) {
+      o.event_cached_tokens = ev->cached_tokens;
+    }
     o.text += ev->text;
     if (ev->is_final) {
       ++o.finals;
@@ -135,10 +142,16 @@ std::vector<std::vector<int32_t>> prompts16() {
 
 constexpr int64_t kGenTokens = 8;
 
-// Each of prompts16() run alone (one at a time), computed once.
+// An engine without the prefix cache: every token computed, the reference for cached runs.
+Engine make_uncached_engine(const SchedulerLimits& limits, int64_t kv_blocks = 0) {
+  return make_engine(limits, kv_blocks, 64, false, true, {}, tiny_moe_dir() + "tiny-moe-f32.gguf",
+                     {}, /*prefix_caching=*/false);
+}
+
+// Each of prompts16() run alone (one at a time) without the prefix cache, computed once.
 const std::vector<std::vector<int32_t>>& alone_tokens() {
   static const std::vector<std::vector<int32_t>> tokens = [] {
-    Engine e = make_engine(small_limits());
+    Engine e = make_uncached_engine(small_limits());
     std::vector<std::vector<int32_t>> out;
     const auto prompts = prompts16();
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -435,6 +448,115 @@ PromptLogprobsSeen prompt_logprobs_of(Scheduler& scheduler, const Request& reque
           (request.sampling.logprobs.has_value() ? ev->token_ids.size() : size_t{0}));
   }
   return seen;
+}
+
+// The tiny model's 64-token reference prompt.
+std::vector<int32_t> long_prompt() {
+  const auto ref = read_json(tiny_moe_dir() + "ref-f32.json");
+  return ref["prompts"][2]["tokens"].get<std::vector<int32_t>>();
+}
+
+Outcome run_one(Scheduler& scheduler, Request request) {
+  auto h = scheduler.submit(std::move(request));
+  REQUIRE(h.ok());
+  Outcome o = collect(h.value());
+  REQUIRE(o.finals == 1);
+  return o;
+}
+
+// Two chat turns: the second prompt is the first prompt, its answer and a new question.
+std::pair<Outcome, Outcome> two_turns(Scheduler& scheduler) {
+  Request first = greedy_request("turn1", long_prompt(), 8);
+  first.sampling.logprobs = 3;
+  const Outcome a = run_one(scheduler, first);
+  std::vector<int32_t> next = long_prompt();
+  next.insert(next.end(), a.tokens.begin(), a.tokens.end());
+  const std::vector<int32_t> question = fox_tokens();
+  next.insert(next.end(), question.begin(), question.begin() + 5);
+  Request second = greedy_request("turn2", next, 8);
+  second.sampling.logprobs = 3;
+  return {a, run_one(scheduler, second)};
+}
+
+void check_same_logprobs(const Outcome& got, const Outcome& want) {
+  REQUIRE(got.logprobs.size() == want.logprobs.size());
+  for (size_t i = 0; i < got.logprobs.size(); ++i) {
+    INFO("output token " << i);
+    CHECK(got.logprobs[i].logprob == Approx(want.logprobs[i].logprob).margin(1e-4));
+    CHECK(got.logprobs[i].top_ids == want.logprobs[i].top_ids);
+  }
+}
+
+TEST_CASE("scheduler: a chat's second turn reuses the first turn's KV, same tokens and logprobs",
+          "[runtime][scheduler_loop][prefix]") {
+  Engine cold = make_uncached_engine(small_limits());
+  Engine warm = make_engine(small_limits());
+  CHECK_FALSE(cold.scheduler->prefix_caching());
+  CHECK(warm.scheduler->prefix_caching());
+  const auto [cold1, cold2] = two_turns(*cold.scheduler);
+  const auto [warm1, warm2] = two_turns(*warm.scheduler);
+  CHECK(warm1.usage.cached_tokens == 0);
+  CHECK(cold2.usage.cached_tokens == 0);
+  // Turn 1 left KV for its 64 prompt tokens + 7 fed outputs: 4 full blocks of 16.
+  CHECK(warm2.usage.cached_tokens == 64);
+  CHECK(warm2.event_cached_tokens == 64);
+  CHECK(warm2.usage.prompt_tokens == 77);
+  CHECK(warm1.tokens == cold1.tokens);
+  CHECK(warm2.tokens == cold2.tokens);
+  check_same_logprobs(warm2, cold2);
+  const SchedulerLoad load = warm.scheduler->load();
+  CHECK(load.prefix_query_tokens == 64 + 77);
+  CHECK(load.prefix_hit_tokens == 64);
+  cold.scheduler->stop();
+  warm.scheduler->stop();
+  CHECK(warm.scheduler->kv_free_blocks() == warm.scheduler->kv_total_blocks());
+  CHECK(warm.scheduler->kv_check_invariants().ok());
+}
+
+TEST_CASE("scheduler: a prompt cached whole recomputes only its last token",
+          "[runtime][scheduler_loop][prefix]") {
+  Engine e = make_engine(small_limits());
+  std::vector<int32_t> prompt = long_prompt();
+  prompt.resize(32);  // exactly two blocks
+  Request r = greedy_request("same", prompt, 6);
+  r.sampling.logprobs = 2;
+  const Outcome first = run_one(*e.scheduler, r);
+  const Outcome again = run_one(*e.scheduler, r);
+  CHECK(first.usage.cached_tokens == 0);
+  CHECK(again.usage.cached_tokens == 31);
+  CHECK(again.tokens == first.tokens);
+  check_same_logprobs(again, first);
+  // prompt_logprobs need every prompt position's logits: nothing is reused.
+  Request with_prompt_lp = r;
+  with_prompt_lp.sampling.prompt_logprobs = 1;
+  const Outcome computed = run_one(*e.scheduler, with_prompt_lp);
+  CHECK(computed.usage.cached_tokens == 0);
+  CHECK(computed.tokens == first.tokens);
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_check_invariants().ok());
+}
+
+TEST_CASE("scheduler: under KV pressure cached blocks are evicted and results stay the same",
+          "[runtime][scheduler_loop][prefix]") {
+  // 8 blocks of 16: the 16 prompts (2..47 tokens + 8) evict each other's cached blocks, twice.
+  SchedulerLimits limits = small_limits();
+  limits.context_length = 64;
+  Engine e = make_engine(limits, /*kv_blocks=*/8);
+  const auto& alone = alone_tokens();
+  for (int round = 0; round < 2; ++round) {
+    const auto together = run_together(*e.scheduler);
+    for (size_t i = 0; i < together.size(); ++i) {
+      INFO("round " << round << ", request " << i);
+      REQUIRE(together[i].finals == 1);
+      CHECK(together[i].tokens == alone[i]);
+    }
+  }
+  const SchedulerLoad load = e.scheduler->load();
+  CHECK(load.kv_evicted_blocks > 0);
+  CHECK(load.kv_cached_blocks <= load.kv_total_blocks);
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+  CHECK(e.scheduler->kv_check_invariants().ok());
 }
 
 TEST_CASE("scheduler: prompt logprobs come once, before the first token, chunked or not",

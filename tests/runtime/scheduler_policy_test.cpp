@@ -275,5 +275,36 @@ TEST_CASE("cancelling one request leaves the others untouched (C6)", "[scheduler
   }
 }
 
+TEST_CASE("a cached prefix: admission starts after it and needs only admit_blocks", "[scheduler]") {
+  const SchedulerLimits l = limits(64, 32, 8);
+  const KvBudget kv{10, 16};
+  const std::vector<RunningSeq> running;
+  // 100 tokens need 7 blocks; 80 are cached (5 blocks), 2 of them unreferenced: 2 new + 2 = 4.
+  std::vector<WaitingSeq> waiting(1);
+  waiting[0].id = 1;
+  waiting[0].tokens = 100;
+  waiting[0].max_total_tokens = 110;
+  waiting[0].cached_tokens = 80;
+  waiting[0].admit_blocks = 4;
+  StepPlan plan = plan_step({&running, &waiting, 4, at(0)}, l, kv);
+  REQUIRE(plan.admitted == std::vector<SeqId>{1});
+  REQUIRE(plan.work.size() == 1);
+  CHECK(plan.work[0].start == 80);
+  CHECK(plan.work[0].num_tokens == 20);
+  CHECK(plan.work[0].kv_tokens == 100);
+  CHECK(plan.work[0].samples);
+  CHECK(plan.blocks_to_allocate == 4);
+  // One block short: not admitted (without the cache it would need 7).
+  CHECK(plan_step({&running, &waiting, 3, at(0)}, l, kv).admitted.empty());
+  // A long uncached rest is chunked from the cached end.
+  waiting[0].cached_tokens = 16;
+  waiting[0].admit_blocks = 6;
+  plan = plan_step({&running, &waiting, 6, at(0)}, l, kv);
+  REQUIRE(plan.work.size() == 1);
+  CHECK(plan.work[0].start == 16);
+  CHECK(plan.work[0].num_tokens == 32);
+  CHECK_FALSE(plan.work[0].samples);
+}
+
 }  // namespace
 }  // namespace tandem::runtime

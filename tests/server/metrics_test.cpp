@@ -94,16 +94,27 @@ TEST_CASE("a new ServerMetrics exposes every metric at its starting value", "[se
   for (std::string_view outcome : ServerMetrics::kOutcomes) {
     CHECK(sample(text, "tandem_requests_total{outcome=\"" + std::string(outcome) + "\"}") == 0);
   }
-  for (const char* series :
-       {"tandem_queue_depth", "tandem_running_sequences", "tandem_prompt_tokens_total",
-        "tandem_generated_tokens_total", "tandem_time_to_first_token_seconds_count",
-        "tandem_inter_token_latency_seconds_count", "tandem_request_duration_seconds_count",
-        "tandem_kv_cache_usage_ratio", "tandem_kv_cache_blocks{state=\"used\"}",
-        "tandem_kv_cache_blocks{state=\"total\"}", "tandem_expert_tokens_total{device=\"cpu\"}",
-        "tandem_expert_tokens_total{device=\"gpu\"}", "tandem_expert_seconds_total{device=\"cpu\"}",
-        "tandem_expert_seconds_total{device=\"gpu\"}", "tandem_gpu_expert_hit_ratio",
-        "tandem_gpu_memory_bytes{part=\"experts\"}", "tandem_gpu_memory_bytes{part=\"kv_cache\"}",
-        "tandem_serving"}) {
+  for (const char* series : {"tandem_queue_depth",
+                             "tandem_running_sequences",
+                             "tandem_prompt_tokens_total",
+                             "tandem_generated_tokens_total",
+                             "tandem_time_to_first_token_seconds_count",
+                             "tandem_inter_token_latency_seconds_count",
+                             "tandem_request_duration_seconds_count",
+                             "tandem_kv_cache_usage_ratio",
+                             "tandem_kv_cache_blocks{state=\"used\"}",
+                             "tandem_kv_cache_blocks{state=\"cached\"}",
+                             "tandem_prefix_cache_queries_total",
+                             "tandem_prefix_cache_hits_total",
+                             "tandem_kv_cache_blocks{state=\"total\"}",
+                             "tandem_expert_tokens_total{device=\"cpu\"}",
+                             "tandem_expert_tokens_total{device=\"gpu\"}",
+                             "tandem_expert_seconds_total{device=\"cpu\"}",
+                             "tandem_expert_seconds_total{device=\"gpu\"}",
+                             "tandem_gpu_expert_hit_ratio",
+                             "tandem_gpu_memory_bytes{part=\"experts\"}",
+                             "tandem_gpu_memory_bytes{part=\"kv_cache\"}",
+                             "tandem_serving"}) {
     INFO(series);
     CHECK(sample(text, series) == 0);
   }
@@ -138,7 +149,9 @@ TEST_CASE("every update shows in the text", "[server][metrics]") {
   metrics->observe_inter_token_latency(0.033);
   metrics->observe_request_duration(2.0);
   metrics->set_kv_usage(0.375);
-  metrics->set_kv_blocks(96, 256);
+  metrics->set_kv_blocks(96, 40, 256);
+  metrics->add_prefix_cache(1000, 640);
+  metrics->add_prefix_cache(24, 0);
   metrics->add_expert_tokens("cpu", 1000, 0.5);
   metrics->add_expert_tokens("gpu", 3000, 0.25);
   metrics->add_expert_tokens("cpu", 24, 0.25);
@@ -177,6 +190,9 @@ TEST_CASE("every update shows in the text", "[server][metrics]") {
 
   CHECK(sample(text, "tandem_kv_cache_usage_ratio") == 0.375);
   CHECK(sample(text, "tandem_kv_cache_blocks{state=\"used\"}") == 96);
+  CHECK(sample(text, "tandem_kv_cache_blocks{state=\"cached\"}") == 40);
+  CHECK(sample(text, "tandem_prefix_cache_queries_total") == 1024);
+  CHECK(sample(text, "tandem_prefix_cache_hits_total") == 640);
   CHECK(sample(text, "tandem_kv_cache_blocks{state=\"total\"}") == 256);
   CHECK(sample(text, "tandem_gpu_memory_bytes{part=\"experts\"}") == 3.0 * (1 << 30));
   CHECK(sample(text, "tandem_gpu_memory_bytes{part=\"expert_scratch\"}") == 64.0 * (1 << 20));
@@ -224,7 +240,8 @@ TEST_CASE("bad values are dropped or clamped, unknown labels count as other", "[
   metrics->observe_time_to_first_token(nan);
   metrics->observe_inter_token_latency(inf);
   metrics->observe_request_duration(nan);
-  metrics->set_kv_blocks(-1, -2);
+  metrics->set_kv_blocks(-1, -3, -2);
+  metrics->add_prefix_cache(-5, -1);
   metrics->add_expert_tokens("tpu", 10, 1.5);
   metrics->add_expert_tokens("cpu", -10, nan);
   metrics->add_expert_tokens("gpu", 5, -1.0);  // The count stays, the bad seconds go.
@@ -240,6 +257,9 @@ TEST_CASE("bad values are dropped or clamped, unknown labels count as other", "[
   CHECK(sample(text, "tandem_inter_token_latency_seconds_count") == 0);
   CHECK(sample(text, "tandem_request_duration_seconds_count") == 0);
   CHECK(sample(text, "tandem_kv_cache_blocks{state=\"used\"}") == 0);
+  CHECK(sample(text, "tandem_kv_cache_blocks{state=\"cached\"}") == 0);
+  CHECK(sample(text, "tandem_prefix_cache_queries_total") == 0);
+  CHECK(sample(text, "tandem_prefix_cache_hits_total") == 0);
   CHECK(sample(text, "tandem_kv_cache_blocks{state=\"total\"}") == 0);
   CHECK(sample(text, "tandem_expert_tokens_total{device=\"other\"}") == 10);
   CHECK(sample(text, "tandem_expert_seconds_total{device=\"other\"}") == 1.5);
@@ -296,7 +316,7 @@ TEST_CASE("the listener serves GET /metrics in the Prometheus text format", "[se
   CHECK(metrics->bound_port() == port);
   metrics->request_finished("deadline");
   metrics->add_prompt_tokens(17);
-  metrics->set_kv_blocks(3, 64);
+  metrics->set_kv_blocks(3, 1, 64);
   metrics->set_serving(true);
 
   const HttpResponse response = http_get(port, "/metrics");
