@@ -81,6 +81,13 @@ std::span<const BlockId> KvBlockAllocator::block_table(SeqId seq) const {
   return it->second.blocks;
 }
 
+int64_t KvBlockAllocator::sole_blocks(SeqId seq) const {
+  auto it = tables_.find(seq);
+  if (it == tables_.end()) return 0;
+  return std::count_if(it->second.blocks.begin(), it->second.blocks.end(),
+                       [this](BlockId b) { return ref_counts_[static_cast<size_t>(b)] == 1; });
+}
+
 int32_t KvBlockAllocator::ref_count(BlockId block) const {
   TANDEM_CHECK(block >= 0 && block < total_blocks());
   return ref_counts_[static_cast<size_t>(block)];

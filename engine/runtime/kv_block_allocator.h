@@ -81,6 +81,8 @@ class KvBlockAllocator {
   int64_t sequence_tokens(SeqId seq) const;
   // The sequence's block table in position order; empty if unknown. Invalidated by any mutation.
   std::span<const BlockId> block_table(SeqId seq) const;
+  // Blocks of the sequence it alone holds: what free_sequence would make free (0 if unknown).
+  int64_t sole_blocks(SeqId seq) const;
   // Reference count of a block (0 = free). Bug to pass an id outside [0, total_blocks).
   int32_t ref_count(BlockId block) const;
   // A block a sequence may write: held by it alone and not registered in the prefix cache.

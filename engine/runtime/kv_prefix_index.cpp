@@ -61,7 +61,8 @@ BlockId KvPrefixIndex::find(PrefixParent parent, std::span<const TokenId> tokens
   auto it = by_key_.find(key_of(parent, tokens));
   if (it == by_key_.end()) return -1;
   const Entry& e = entry(it->second);
-  if (e.parent != parent || !std::equal(tokens.begin(), tokens.end(), tokens_of(it->second).begin())) {
+  if (e.parent != parent ||
+      !std::equal(tokens.begin(), tokens.end(), tokens_of(it->second).begin())) {
     return -1;  // a hash collision: another content owns the slot
   }
   return it->second;

@@ -146,9 +146,14 @@ class Scheduler::Loop {
     running_view_.clear();
     for (SeqId id : running_) {
       const Sequence& q = seqs_.at(id);
-      running_view_.push_back({id, static_cast<int64_t>(q.tokens.size()), q.computed,
-                               static_cast<int64_t>(s_.allocator_.block_table(id).size()),
-                               q.channel->cancelled(), q.deadline});
+      RunningSeq& view = running_view_.emplace_back();
+      view.id = id;
+      view.tokens = static_cast<int64_t>(q.tokens.size());
+      view.computed_tokens = q.computed;
+      view.allocated_blocks = static_cast<int64_t>(s_.allocator_.block_table(id).size());
+      view.cancelled = q.channel->cancelled();
+      view.deadline = q.deadline;
+      view.releasable_blocks = s_.allocator_.sole_blocks(id);
     }
     waiting_view_.clear();
     matches_.clear();

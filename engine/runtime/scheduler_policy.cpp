@@ -112,7 +112,7 @@ StepPlan plan_step(const SchedulerInput& input, const SchedulerLimits& limits, c
     if (seq.cancelled || expired(seq.deadline, input.now)) {
       plan.dropped.push_back(
           {seq.id, seq.cancelled ? FinishReason::kAbort : FinishReason::kDeadline, true});
-      free += seq.allocated_blocks;
+      free += seq.released();
     } else {
       live.push_back(&seq);
     }
@@ -143,7 +143,7 @@ StepPlan plan_step(const SchedulerInput& input, const SchedulerLimits& limits, c
     while (need > free && end > i) {
       const RunningSeq& victim = *live[--end];
       preempted_newest_first.push_back(victim.id);
-      free += victim.allocated_blocks;
+      free += victim.released();
     }
     if (end <= i) break;  // the sequence itself was the newest and got preempted
     plan.work.push_back({seq.id, WorkKind::kDecode, seq.computed_tokens, 1, seq.tokens, true});

@@ -52,6 +52,12 @@ struct RunningSeq {
   int64_t allocated_blocks = 0;
   bool cancelled = false;
   std::optional<Clock::time_point> deadline;
+  // Blocks that become free when the sequence lets go of them (those it alone holds); unset: all
+  // of allocated_blocks. Blocks shared with other sequences (a cached prefix two requests use)
+  // stay taken, so dropping or preempting the sequence frees only these.
+  std::optional<int64_t> releasable_blocks;
+
+  int64_t released() const { return releasable_blocks.value_or(allocated_blocks); }
 };
 
 // One step's input. `running` is in admission order (oldest first), `waiting` in queue order

@@ -252,8 +252,8 @@ TEST_CASE("prefix cache: a paged cache never rewrites a cached block; adopters r
   const kernels::KvBlocks view = second.blocks(0, 8);
   for (size_t p = 0; p < 7; ++p) {
     INFO("position " << p);
-    CHECK(key_row(view, p, kDim) == std::vector<float>(keys.begin() + p * kDim,
-                                                       keys.begin() + (p + 1) * kDim));
+    CHECK(key_row(view, p, kDim) ==
+          std::vector<float>(keys.begin() + p * kDim, keys.begin() + (p + 1) * kDim));
   }
   CHECK(key_row(view, 7, kDim) == changed);
   // The cached block still holds the first sequence's row 7.

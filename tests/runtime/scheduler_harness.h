@@ -59,9 +59,13 @@ class SchedulerHarness {
     std::vector<RunningSeq> running;
     for (SeqId id : running_) {
       const SimSeq& s = seqs_.at(id);
-      running.push_back({id, s.tokens(), s.computed,
-                         static_cast<int64_t>(kv_.block_table(id).size()),
-                         s.cancelled || (cancelled_flag_ && cancelled_flag_(id)), s.deadline});
+      RunningSeq& view = running.emplace_back();
+      view.id = id;
+      view.tokens = s.tokens();
+      view.computed_tokens = s.computed;
+      view.allocated_blocks = static_cast<int64_t>(kv_.block_table(id).size());
+      view.cancelled = s.cancelled || (cancelled_flag_ && cancelled_flag_(id));
+      view.deadline = s.deadline;
     }
     std::vector<WaitingSeq> waiting;
     for (SeqId id : waiting_) {

@@ -559,6 +559,47 @@ TEST_CASE("scheduler: under KV pressure cached blocks are evicted and results st
   CHECK(e.scheduler->kv_check_invariants().ok());
 }
 
+TEST_CASE("scheduler: requests sharing a cached prefix preempt each other and stay exact",
+          "[runtime][scheduler_loop][prefix]") {
+  // 7 blocks of 16. Four requests share a 32-token cached prefix (2 blocks they all hold) and
+  // each grows to 2 + 2 more blocks: preemption must count only a victim's own blocks as freed.
+  SchedulerLimits limits = small_limits();
+  limits.context_length = 64;
+  std::vector<int32_t> prefix = long_prompt();
+  prefix.resize(32);
+  std::vector<Request> requests;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int32_t> prompt = prefix;
+    for (int j = 0; j <= i; ++j) prompt.push_back(fox_tokens()[static_cast<size_t>(j + i)]);
+    requests.push_back(greedy_request("shared" + std::to_string(i), prompt, 24));
+  }
+  Engine cold = make_uncached_engine(limits, /*kv_blocks=*/7);
+  std::vector<std::vector<int32_t>> want;
+  for (const Request& r : requests) want.push_back(run_one(*cold.scheduler, r).tokens);
+  cold.scheduler->stop();
+
+  Engine warm = make_engine(limits, /*kv_blocks=*/7);
+  run_one(*warm.scheduler, greedy_request("warm-up", prefix, 1));  // caches the 2 prefix blocks
+  std::vector<RequestHandle> handles;
+  for (const Request& r : requests) {
+    auto h = warm.scheduler->submit(r);
+    REQUIRE(h.ok());
+    handles.push_back(std::move(h).value());
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    INFO("request " << i);
+    const Outcome o = collect(handles[i]);
+    REQUIRE(o.finals == 1);
+    CHECK(o.reason == FinishReason::kLength);
+    CHECK(o.tokens == want[i]);
+    CHECK(o.usage.cached_tokens == 32);
+  }
+  CHECK(warm.scheduler->preemptions() > 0);
+  warm.scheduler->stop();
+  CHECK(warm.scheduler->kv_free_blocks() == warm.scheduler->kv_total_blocks());
+  CHECK(warm.scheduler->kv_check_invariants().ok());
+}
+
 TEST_CASE("scheduler: prompt logprobs come once, before the first token, chunked or not",
           "[runtime][scheduler_loop]") {
   Request r = greedy_request("p", fox_tokens(), 3);

@@ -306,5 +306,40 @@ TEST_CASE("a cached prefix: admission starts after it and needs only admit_block
   CHECK_FALSE(plan.work[0].samples);
 }
 
+TEST_CASE("preemption counts only the blocks a victim alone holds as freed", "[scheduler]") {
+  const SchedulerLimits l = limits(64, 32, 8);
+  const KvBudget kv{6, 16};
+  // Sequence 1 decodes into a new block; none is free. 2 holds 3 blocks, all shared (a cached
+  // prefix other requests hold too); 3, the newest, holds 3 of which 1 alone.
+  std::vector<RunningSeq> running(3);
+  running[0].id = 1;
+  running[0].tokens = 33;
+  running[0].computed_tokens = 32;
+  running[0].allocated_blocks = 2;
+  running[1].id = 2;
+  running[1].tokens = 41;
+  running[1].computed_tokens = 40;
+  running[1].allocated_blocks = 3;
+  running[1].releasable_blocks = 0;  // all shared
+  running[2].id = 3;
+  running[2].tokens = 40;
+  running[2].computed_tokens = 39;
+  running[2].allocated_blocks = 3;
+  running[2].releasable_blocks = 1;
+  const std::vector<WaitingSeq> waiting;
+  const StepPlan plan = plan_step({&running, &waiting, 0, at(0)}, l, kv);
+  // The newest (3) goes first and frees 1: enough for A. B stays and decodes in its own block.
+  CHECK(plan.preempted == std::vector<SeqId>{3});
+  REQUIRE(plan.work.size() == 2);
+  CHECK(plan.work[0].id == 1);
+  CHECK(plan.work[1].id == 2);
+  CHECK(plan.blocks_to_allocate == 1);
+  // Were 3's block shared too, freeing it would give nothing: 2 goes as well, and then A itself.
+  running[2].releasable_blocks = 0;
+  const StepPlan starved = plan_step({&running, &waiting, 0, at(0)}, l, kv);
+  CHECK(starved.preempted == std::vector<SeqId>{1, 2, 3});
+  CHECK(starved.work.empty());
+}
+
 }  // namespace
 }  // namespace tandem::runtime
