@@ -25,6 +25,9 @@ grpc::ServerUnaryReactor* finish_with(grpc::CallbackServerContext* call, grpc::S
   return reactor;
 }
 
+// How long FlushCache waits for the engine loop to get to the drop (one forward pass at most).
+constexpr auto kFlushWait = std::chrono::seconds(30);
+
 grpc::Status loading_status() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                       "the model is still loading; retry when HealthCheck passes");
@@ -114,9 +117,31 @@ grpc::ServerUnaryReactor* VllmEngineService::Embed(grpc::CallbackServerContext* 
 }
 
 grpc::ServerUnaryReactor* VllmEngineService::FlushCache(grpc::CallbackServerContext* call,
-                                                        const grpc::ByteBuffer*,
-                                                        grpc::ByteBuffer*) {
-  return finish_with(call, unimplemented(*call, "FlushCache"));
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return serve_unary<smg::grpc::common::FlushCacheRequest, smg::grpc::common::FlushCacheResponse>(
+      call, check_api_key(context_.auth, *call), *request, response,
+      [this](const smg::grpc::common::FlushCacheRequest&,
+             smg::grpc::common::FlushCacheResponse* out) { return flush_cache(out); });
+}
+
+grpc::Status VllmEngineService::flush_cache(smg::grpc::common::FlushCacheResponse* response) const {
+  runtime::Scheduler* engine = context_.engine();
+  if (engine == nullptr) return loading_status();
+  // The drop itself never waits for requests to end: blocks running requests hold stay cached
+  // (success is false then, and the message says how many). timeout_s is not needed for that.
+  Result<runtime::PrefixCacheDrop> dropped = engine->drop_prefix_cache(kFlushWait);
+  if (!dropped.ok()) {
+    response->set_success(false);
+    response->set_message(dropped.status().message());
+    return grpc::Status::OK;
+  }
+  response->set_success(dropped->held_blocks == 0);
+  response->set_message("dropped " + std::to_string(dropped->dropped_blocks) +
+                        " cached KV blocks; " + std::to_string(dropped->held_blocks) +
+                        " held by running requests stay cached");
+  spdlog::info("FlushCache: {}", response->message());
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* VllmEngineService::StartProfile(grpc::CallbackServerContext* call,

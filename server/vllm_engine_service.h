@@ -3,7 +3,7 @@
 // checked first (UNAUTHENTICATED on every method, the unimplemented ones included), then the
 // request is parsed (INVALID_ARGUMENT naming what does not parse), then the method runs. The RPCs
 // Tandem does not do answer UNIMPLEMENTED naming the method: Embed, GetTokenizer,
-// SubscribeKvEvents, FlushCache, StartProfile, StopProfile.
+// SubscribeKvEvents, StartProfile, StopProfile. FlushCache drops the prefix cache.
 #pragma once
 
 #include <grpcpp/support/byte_buffer.h>
@@ -84,6 +84,8 @@ class VllmEngineService final : public RawVllmEngineService {
   grpc::Status server_info(vllm_wire::GetServerInfoResponse* response) const;
   grpc::Status loads(const vllm_wire::GetLoadsRequest& request,
                      vllm_wire::GetLoadsResponse* response) const;
+  // Every cached KV block no running request holds is forgotten; success when none is left.
+  grpc::Status flush_cache(smg::grpc::common::FlushCacheResponse* response) const;
   // UNAUTHENTICATED (the key check) or UNIMPLEMENTED naming `method`.
   grpc::Status unimplemented(const grpc::CallbackServerContext& call, const char* method) const;
 

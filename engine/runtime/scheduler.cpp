@@ -60,6 +60,7 @@ class Scheduler::Loop {
     while (true) {
       const bool stopping = s_.stop_requested_.load(std::memory_order_acquire);
       take_new(s_.queue_->drain());
+      if (s_.drop_pending_.exchange(false, std::memory_order_acq_rel)) drop_cache();
       if (s_.failed_.load(std::memory_order_acquire) && !seqs_.empty()) fail_all(s_.failure());
       if (stopping && static_cast<StopMode>(s_.stop_mode_.load()) == StopMode::kAbort) {
         abort_all();
@@ -85,6 +86,19 @@ class Scheduler::Loop {
     s_.load_kv_evicted_.store(s_.allocator_.evictions(), std::memory_order_relaxed);
     if (waiting_.empty()) s_.load_waiting_uncached_.store(0, std::memory_order_relaxed);
     s_.heartbeat_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  }
+
+  // Answers drop_prefix_cache: every unreferenced cached block becomes a plain free block.
+  void drop_cache() {
+    PrefixCacheDrop result;
+    result.dropped_blocks = s_.allocator_.drop_unreferenced_cache();
+    result.held_blocks = s_.allocator_.cached_blocks();
+    {
+      std::lock_guard<std::mutex> lock(s_.drop_mu_);
+      s_.drop_answered_ = s_.drop_requested_;
+      s_.drop_result_ = result;
+    }
+    s_.drop_cv_.notify_all();
   }
 
   // Ends every sequence with kError and `reason` (the scheduler failed).
@@ -524,6 +538,7 @@ Status Scheduler::start() {
   started_ = true;
   heartbeat_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   thread_ = std::thread([this] { loop_->run(); });
+  loop_started_.store(true, std::memory_order_release);
   return Status();
 }
 
@@ -557,6 +572,29 @@ void Scheduler::fail(Status reason) {
   }
   failed_.store(true, std::memory_order_release);
   queue_->notify();
+}
+
+Result<PrefixCacheDrop> Scheduler::drop_prefix_cache(std::chrono::milliseconds wait) {
+  if (!allocator_.prefix_caching()) {
+    return failed_precondition_error(
+        "the prefix cache is off (runtime.prefix_caching, or a model "
+        "with sliding-window layers)");
+  }
+  if (!loop_started_.load(std::memory_order_acquire) ||
+      stop_requested_.load(std::memory_order_acquire)) {
+    return failed_precondition_error("the engine loop is not running");
+  }
+  std::unique_lock<std::mutex> lock(drop_mu_);
+  const int64_t ticket = ++drop_requested_;
+  drop_pending_.store(true, std::memory_order_release);
+  queue_->notify();
+  if (!drop_cv_.wait_for(lock, wait, [&] { return drop_answered_ >= ticket; })) {
+    return deadline_exceeded_error("the engine loop did not drop the prefix cache within " +
+                                   std::to_string(wait.count()) +
+                                   " ms (a long forward pass); it "
+                                   "will at its next step");
+  }
+  return drop_result_;
 }
 
 Status Scheduler::failure() const {

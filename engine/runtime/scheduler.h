@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -82,6 +84,13 @@ struct SchedulerLoad {
   Clock::time_point heartbeat{};
 };
 
+// What drop_prefix_cache did: cached blocks forgotten, and cached blocks left because running
+// sequences hold them.
+struct PrefixCacheDrop {
+  int64_t dropped_blocks = 0;
+  int64_t held_blocks = 0;
+};
+
 enum class StopMode {
   kDrain,  // finish every accepted request normally, then stop
   kAbort,  // end every accepted request with a final kAbort event at once
@@ -141,6 +150,12 @@ class Scheduler {
   Status failure() const;
   // Any thread: the latest published load.
   SchedulerLoad load() const;
+  // Any thread (FlushCache): forgets every cached KV block no running sequence holds, on the loop
+  // thread at its next iteration (after the forward pass in progress), and waits for it up to
+  // `wait`. Later requests find nothing of what was dropped. FAILED_PRECONDITION when the loop is
+  // not running or the prefix cache is off; DEADLINE_EXCEEDED when the loop did not get to it
+  // within `wait` (it still will).
+  Result<PrefixCacheDrop> drop_prefix_cache(std::chrono::milliseconds wait);
 
   // Block counts of the KV budget. Read them only while the loop is not running (before start or
   // after stop).
@@ -193,6 +208,14 @@ class Scheduler {
   std::atomic<int64_t> prefix_hit_tokens_{0};
   std::atomic<int64_t> heartbeat_ns_{0};  // Clock::time_point since epoch, in ns
   std::atomic<bool> failed_{false};
+  // drop_prefix_cache hand-off: requests are numbered; the loop answers the latest.
+  std::atomic<bool> loop_started_{false};
+  std::atomic<bool> drop_pending_{false};
+  std::mutex drop_mu_;
+  std::condition_variable drop_cv_;
+  int64_t drop_requested_ = 0;   // guarded by drop_mu_
+  int64_t drop_answered_ = 0;    // guarded by drop_mu_
+  PrefixCacheDrop drop_result_;  // guarded by drop_mu_
   mutable std::mutex failure_mu_;
   Status failure_;  // guarded by failure_mu_; set once
 };

@@ -541,6 +541,20 @@ def test_prefix_cache_serves_a_second_turn(tiny):
     assert load.num_waiting_uncached_tokens == 0
 
 
+def test_flush_cache_drops_what_the_prefix_cache_held(tiny):
+    prompt = list(reversed(REF_F32["prompts"][1]["tokens"])) * 2  # 46 tokens no other test sends
+    generate(tiny, prompt, max_tokens=2, ignore_eos=True)
+    _, again = generate(tiny, prompt, max_tokens=2, ignore_eos=True)
+    assert again.cached_tokens == 32
+    flushed = tiny.vllm.FlushCache(common_pb2.FlushCacheRequest(), timeout=30,
+                                   metadata=tiny.metadata())
+    assert flushed.success, flushed.message
+    assert re.match(r"dropped [1-9]\d* cached KV blocks; 0 held", flushed.message), flushed.message
+    _, after = generate(tiny, prompt, max_tokens=2, ignore_eos=True)
+    assert after.cached_tokens == 0
+    assert list(after.output_ids) == list(again.output_ids)
+
+
 def log_softmax(row):
     m = max(row)
     z = m + math.log(sum(math.exp(x - m) for x in row))

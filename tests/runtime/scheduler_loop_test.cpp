@@ -600,6 +600,28 @@ TEST_CASE("scheduler: requests sharing a cached prefix preempt each other and st
   CHECK(warm.scheduler->kv_check_invariants().ok());
 }
 
+TEST_CASE("scheduler: drop_prefix_cache forgets the cached blocks; later requests compute again",
+          "[runtime][scheduler_loop][prefix]") {
+  Engine e = make_engine(small_limits());
+  const Request r = greedy_request("again", long_prompt(), 4);
+  const Outcome first = run_one(*e.scheduler, r);
+  CHECK(run_one(*e.scheduler, r).usage.cached_tokens == 63);
+  Result<PrefixCacheDrop> dropped = e.scheduler->drop_prefix_cache(std::chrono::seconds(30));
+  REQUIRE(dropped.ok());
+  CHECK(dropped->dropped_blocks == 4);  // the prompt's 4 full blocks (64 tokens + 3 fed)
+  CHECK(dropped->held_blocks == 0);
+  const Outcome after = run_one(*e.scheduler, r);
+  CHECK(after.usage.cached_tokens == 0);
+  CHECK(after.tokens == first.tokens);
+  e.scheduler->stop();
+  CHECK(e.scheduler->drop_prefix_cache(std::chrono::seconds(1)).status().code() ==
+        StatusCode::kFailedPrecondition);
+  Engine off = make_uncached_engine(small_limits());
+  CHECK(off.scheduler->drop_prefix_cache(std::chrono::seconds(1)).status().code() ==
+        StatusCode::kFailedPrecondition);
+  off.scheduler->stop();
+}
+
 TEST_CASE("scheduler: prompt logprobs come once, before the first token, chunked or not",
           "[runtime][scheduler_loop]") {
   Request r = greedy_request("p", fox_tokens(), 3);

@@ -449,8 +449,8 @@ TEST_CASE("the methods Tandem does not implement check the API key first", "[ser
   config::Config c;
   c.server.api_keys = {"secret-key-1"};
   Served s(c, /*serve=*/false);
-  const std::vector<std::string> methods = {"Embed",       "FlushCache",   "StartProfile",
-                                            "StopProfile", "GetTokenizer", "SubscribeKvEvents"};
+  const std::vector<std::string> methods = {"Embed", "StartProfile", "StopProfile", "GetTokenizer",
+                                            "SubscribeKvEvents"};
   for (const std::string& m : methods) {
     INFO(m);
     const std::string method = "/vllm.grpc.engine.VllmEngine/" + m;
@@ -470,6 +470,25 @@ TEST_CASE("the methods Tandem does not implement check the API key first", "[ser
   const RawReply embed = raw_unary_call(open.channel, "/vllm.grpc.engine.VllmEngine/Embed", "");
   CHECK(embed.status.error_code() == grpc::StatusCode::UNIMPLEMENTED);
   CHECK_THAT(embed.status.error_message(), Catch::Contains("Embed"));
+}
+
+TEST_CASE("FlushCache checks the key, waits for the model, and drops the prefix cache",
+          "[server][grpc]") {
+  config::Config c;
+  c.server.api_keys = {"secret-key-1"};
+  const std::string method = "/vllm.grpc.engine.VllmEngine/FlushCache";
+  Served loading(c, /*serve=*/false);
+  CHECK(raw_unary_call(loading.channel, method, "").status.error_code() ==
+        grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(raw_unary_call(loading.channel, method, "", "secret-key-1").status.error_code() ==
+        grpc::StatusCode::UNAVAILABLE);
+  Served s(c);
+  const RawReply reply = raw_unary_call(s.channel, method, "", "secret-key-1");
+  REQUIRE(reply.status.ok());
+  smg::grpc::common::FlushCacheResponse response;
+  REQUIRE(response.ParseFromString(reply.bytes));
+  CHECK(response.success());
+  CHECK_THAT(response.message(), Catch::Contains("dropped 0 cached KV blocks"));
 }
 
 TEST_CASE("requests that do not parse get INVALID_ARGUMENT naming the problem", "[server][grpc]") {
