@@ -95,6 +95,7 @@ void GenerateReactor::start(const grpc::ByteBuffer& raw) {
   mapped->deadline = engine_deadline(*call_);
   streaming_ = request.stream();
   prompt_tokens_ = static_cast<int64_t>(mapped->prompt_token_ids.size());
+  samples_.resize(static_cast<size_t>(std::max<int64_t>(mapped->n, 1)));
   if (mapped->sampling.prompt_logprobs.has_value()) prompt_ids_ = mapped->prompt_token_ids;
   Result<runtime::RequestHandle> handle = engine->submit(std::move(mapped).value());
   if (!handle.ok()) {
@@ -116,7 +117,7 @@ void GenerateReactor::pump_locked() {
   if (finished_) return;
   // Take everything ready, even while a write is in flight: the engine's memory for this
   // request stays bounded by its own ids, and token timing is measured when it arrives.
-  while (!final_.has_value()) {
+  while (!handle_.done()) {
     std::optional<runtime::TokenEvent> event = handle_.try_next();
     if (!event.has_value()) break;
     if (event->prompt_logprobs.has_value()) {
@@ -124,26 +125,29 @@ void GenerateReactor::pump_locked() {
       prompt_logprobs_ready_ = true;
     }
     cached_tokens_ = event->cached_tokens;
+    SampleStream& sample = samples_.at(static_cast<size_t>(event->index));
     if (!event->token_ids.empty()) {
       const auto now = SteadyClock::now();
       if (context_.metrics != nullptr) {
         if (!last_token_at_.has_value()) {
           context_.metrics->observe_time_to_first_token(seconds_between(received_at_, now));
-        } else {
+        } else if (samples_.size() == 1) {
           context_.metrics->observe_inter_token_latency(seconds_between(*last_token_at_, now));
         }
       }
       last_token_at_ = now;
-      output_ids_.insert(output_ids_.end(), event->token_ids.begin(), event->token_ids.end());
-      output_logprobs_.insert(output_logprobs_.end(), event->logprobs.begin(),
-                              event->logprobs.end());
+      sample.output_ids.insert(sample.output_ids.end(), event->token_ids.begin(),
+                               event->token_ids.end());
+      sample.output_logprobs.insert(sample.output_logprobs.end(), event->logprobs.begin(),
+                                    event->logprobs.end());
       if (streaming_) {
-        unsent_ids_.insert(unsent_ids_.end(), event->token_ids.begin(), event->token_ids.end());
-        unsent_logprobs_.insert(unsent_logprobs_.end(), event->logprobs.begin(),
-                                event->logprobs.end());
+        sample.unsent_ids.insert(sample.unsent_ids.end(), event->token_ids.begin(),
+                                 event->token_ids.end());
+        sample.unsent_logprobs.insert(sample.unsent_logprobs.end(), event->logprobs.begin(),
+                                      event->logprobs.end());
       }
     }
-    if (event->is_final) final_ = std::move(event);
+    if (event->is_final) sample.final = std::move(event);
   }
   if (writing_) {
     if (SteadyClock::now() - write_started_ > context_.stalled_write_timeout) {
@@ -154,54 +158,73 @@ void GenerateReactor::pump_locked() {
     }
     return;
   }
-  if (complete_written_) {
-    return finish_locked(grpc::Status::OK, runtime::finish_reason_name(final_->finish_reason));
-  }
-  if (!unsent_ids_.empty()) {
-    response_ =
-        chunk_response(unsent_ids_, prompt_tokens_, static_cast<int64_t>(output_ids_.size()),
-                       cached_tokens_, unsent_logprobs_);
+  // Chunks first, sample by sample, so that every complete follows its sample's last chunk.
+  for (size_t index = 0; index < samples_.size(); ++index) {
+    SampleStream& sample = samples_[index];
+    if (sample.unsent_ids.empty()) continue;
+    response_ = chunk_response(sample.unsent_ids, prompt_tokens_,
+                               static_cast<int64_t>(sample.output_ids.size()), cached_tokens_,
+                               sample.unsent_logprobs, static_cast<int64_t>(index));
     if (prompt_logprobs_ready_ && !prompt_logprobs_written_) {  // the first chunk carries them
       fill_input_logprobs(prompt_ids_, prompt_logprobs_,
                           *response_.mutable_chunk()->mutable_input_logprobs());
       prompt_logprobs_written_ = true;
     }
-    unsent_ids_.clear();
-    unsent_logprobs_.clear();
+    sample.unsent_ids.clear();
+    sample.unsent_logprobs.clear();
     return write_locked();
   }
-  if (!final_.has_value()) return;
-  if (context_.metrics != nullptr) {
-    context_.metrics->add_prompt_tokens(final_->usage.prompt_tokens);
-    context_.metrics->add_generated_tokens(final_->usage.completion_tokens);
-  }
-  switch (final_->finish_reason) {
-    case runtime::FinishReason::kStop:
-    case runtime::FinishReason::kLength:
-    case runtime::FinishReason::kAbort:
-      // A stream's chunks carried the logprobs already; SMG would count them twice.
-      response_ =
-          complete_response(*final_, output_ids_,
-                            streaming_ ? std::span<const runtime::TokenLogprobs>()
-                                       : std::span<const runtime::TokenLogprobs>(output_logprobs_));
-      if (prompt_logprobs_ready_ && !prompt_logprobs_written_) {
-        fill_input_logprobs(prompt_ids_, prompt_logprobs_,
-                            *response_.mutable_complete()->mutable_input_logprobs());
-        prompt_logprobs_written_ = true;
-      }
-      complete_written_ = true;
-      return write_locked();
-    case runtime::FinishReason::kDeadline:
+  // An error or a passed deadline in any sample ends the call (and the other samples).
+  for (const SampleStream& sample : samples_) {
+    if (!sample.final.has_value()) continue;
+    if (sample.final->finish_reason == runtime::FinishReason::kDeadline) {
+      handle_.cancel();
       return finish_locked(
           grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the request's deadline passed"),
           "deadline");
-    case runtime::FinishReason::kError: {
-      grpc::Status status = to_grpc_status(final_->error);
+    }
+    if (sample.final->finish_reason == runtime::FinishReason::kError) {
+      handle_.cancel();
+      grpc::Status status = to_grpc_status(sample.final->error);
       if (status.ok()) status = grpc::Status(grpc::StatusCode::INTERNAL, "engine error");
       spdlog::error("request {} failed in the engine: {}", handle_.id(), status.error_message());
       return finish_locked(status, "error");
     }
   }
+  // One complete per finished sample (stop, length, abort), in index order as they end.
+  for (size_t index = 0; index < samples_.size(); ++index) {
+    SampleStream& sample = samples_[index];
+    if (!sample.final.has_value() || sample.complete_written) continue;
+    // A stream's chunks carried the logprobs already; SMG would count them twice.
+    response_ = complete_response(
+        *sample.final, sample.output_ids,
+        streaming_ ? std::span<const runtime::TokenLogprobs>()
+                   : std::span<const runtime::TokenLogprobs>(sample.output_logprobs),
+        static_cast<int64_t>(index));
+    if (prompt_logprobs_ready_ && !prompt_logprobs_written_) {
+      fill_input_logprobs(prompt_ids_, prompt_logprobs_,
+                          *response_.mutable_complete()->mutable_input_logprobs());
+      prompt_logprobs_written_ = true;
+    }
+    sample.complete_written = true;
+    return write_locked();
+  }
+  for (const SampleStream& sample : samples_) {
+    if (!sample.complete_written) return;  // more to come
+  }
+  if (context_.metrics != nullptr) {
+    context_.metrics->add_prompt_tokens(prompt_tokens_);
+    context_.metrics->add_generated_tokens(generated_tokens());
+  }
+  finish_locked(grpc::Status::OK, runtime::finish_reason_name(samples_[0].final->finish_reason));
+}
+
+int64_t GenerateReactor::generated_tokens() const {
+  int64_t total = 0;
+  for (const SampleStream& sample : samples_) {
+    total += static_cast<int64_t>(sample.output_ids.size());
+  }
+  return total;
 }
 
 void GenerateReactor::write_locked() {
@@ -229,10 +252,10 @@ void GenerateReactor::finish_locked(const grpc::Status& status, std::string_view
   const std::string id = loggable(request_id_, 64);
   if (status.ok()) {
     spdlog::info("request {}: {}, {} prompt ({} cached) + {} generated tokens, {:.3f} s", id,
-                 outcome, prompt_tokens_, cached_tokens_, output_ids_.size(), seconds);
+                 outcome, prompt_tokens_, cached_tokens_, generated_tokens(), seconds);
   } else {
     spdlog::info("request {}: {}, {} prompt ({} cached) + {} generated tokens, {:.3f} s; {}: {}",
-                 id, outcome, prompt_tokens_, cached_tokens_, output_ids_.size(), seconds,
+                 id, outcome, prompt_tokens_, cached_tokens_, generated_tokens(), seconds,
                  status_code_name(static_cast<StatusCode>(status.error_code())),
                  loggable(status.error_message(), 200));
   }

@@ -47,6 +47,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   void pump_locked();
   void finish_locked(const grpc::Status& status, std::string_view outcome);
   void write_locked();
+  // Tokens generated so far over every sample. Requires mu_.
+  int64_t generated_tokens() const;
 
   ServingContext& context_;
   grpc::CallbackServerContext* call_;
@@ -57,18 +59,22 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool streaming_ = false;                                 // set in start, then read-only
   bool writing_ = false;                                   // guarded by mu_
   bool finished_ = false;                                  // guarded by mu_: Finish called
-  bool complete_written_ = false;                          // guarded by mu_
   std::chrono::steady_clock::time_point write_started_{};  // guarded by mu_
   std::optional<std::chrono::steady_clock::time_point> last_token_at_;  // guarded by mu_
-  std::vector<int32_t> output_ids_;  // guarded by mu_: all ids so far
-  std::vector<int32_t> unsent_ids_;  // guarded by mu_: streaming, not yet written
-  std::vector<runtime::TokenLogprobs> output_logprobs_;  // guarded by mu_: when asked for
-  std::vector<runtime::TokenLogprobs> unsent_logprobs_;  // guarded by mu_
-  std::vector<int32_t> prompt_ids_;  // set in start when prompt_logprobs were asked for
+  // One of the request's n samples: what it produced and what is still to be written.
+  struct SampleStream {
+    std::vector<int32_t> output_ids;                      // all ids so far
+    std::vector<int32_t> unsent_ids;                      // streaming, not yet written
+    std::vector<runtime::TokenLogprobs> output_logprobs;  // when asked for
+    std::vector<runtime::TokenLogprobs> unsent_logprobs;
+    std::optional<runtime::TokenEvent> final;
+    bool complete_written = false;
+  };
+  std::vector<SampleStream> samples_;  // guarded by mu_: n entries, set in start
+  std::vector<int32_t> prompt_ids_;    // set in start when prompt_logprobs were asked for
   std::vector<runtime::TokenLogprobs> prompt_logprobs_;  // guarded by mu_
   bool prompt_logprobs_ready_ = false;                   // guarded by mu_: the event arrived
   bool prompt_logprobs_written_ = false;                 // guarded by mu_
-  std::optional<runtime::TokenEvent> final_;             // guarded by mu_
   int64_t prompt_tokens_ = 0;
   int64_t cached_tokens_ = 0;  // from the latest event (TokenEvent::cached_tokens)
   std::string request_id_;     // set in start once known, for the log line

@@ -197,7 +197,8 @@ void fill_input_logprobs(std::span<const int32_t> prompt_ids,
 
 wire::GenerateResponse complete_response(const runtime::TokenEvent& final_event,
                                          const std::vector<int32_t>& output_ids,
-                                         std::span<const runtime::TokenLogprobs> logprobs) {
+                                         std::span<const runtime::TokenLogprobs> logprobs,
+                                         int64_t index) {
   wire::GenerateResponse response;
   wire::GenerateComplete* complete = response.mutable_complete();
   for (const int32_t id : output_ids) complete->add_output_ids(static_cast<uint32_t>(id));
@@ -206,7 +207,7 @@ wire::GenerateResponse complete_response(const runtime::TokenEvent& final_event,
   complete->set_prompt_tokens(static_cast<uint32_t>(final_event.usage.prompt_tokens));
   complete->set_completion_tokens(static_cast<uint32_t>(final_event.usage.completion_tokens));
   complete->set_cached_tokens(static_cast<uint32_t>(final_event.usage.cached_tokens));
-  complete->set_index(0);
+  complete->set_index(static_cast<uint32_t>(index));
   if (final_event.matched.token_id.has_value()) {
     complete->set_matched_token_id(static_cast<uint32_t>(*final_event.matched.token_id));
   } else if (final_event.matched.stop_string.has_value()) {
@@ -217,7 +218,8 @@ wire::GenerateResponse complete_response(const runtime::TokenEvent& final_event,
 
 wire::GenerateResponse chunk_response(const std::vector<int32_t>& new_ids, int64_t prompt_tokens,
                                       int64_t completion_tokens, int64_t cached_tokens,
-                                      std::span<const runtime::TokenLogprobs> logprobs) {
+                                      std::span<const runtime::TokenLogprobs> logprobs,
+                                      int64_t index) {
   wire::GenerateResponse response;
   wire::GenerateStreamChunk* chunk = response.mutable_chunk();
   for (const int32_t id : new_ids) chunk->add_token_ids(static_cast<uint32_t>(id));
@@ -225,7 +227,7 @@ wire::GenerateResponse chunk_response(const std::vector<int32_t>& new_ids, int64
   chunk->set_prompt_tokens(static_cast<uint32_t>(prompt_tokens));
   chunk->set_completion_tokens(static_cast<uint32_t>(completion_tokens));
   chunk->set_cached_tokens(static_cast<uint32_t>(cached_tokens));
-  chunk->set_index(0);
+  chunk->set_index(static_cast<uint32_t>(index));
   return response;
 }
 

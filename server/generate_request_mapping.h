@@ -41,10 +41,10 @@ Result<runtime::Request> to_engine_request(const vllm::grpc::engine::GenerateReq
 // The `complete` message for a final event: finish_reason "stop" / "length" / "abort", all
 // output ids, usage counts and the matched stop; output_logprobs for `logprobs` (one per output
 // id; empty: none, as in a stream, whose chunks carried them). Only for kStop, kLength and kAbort
-// (deadline and error finish the call with a gRPC status instead).
+// (deadline and error finish the call with a gRPC status instead). `index`: which of the n samples.
 vllm::grpc::engine::GenerateResponse complete_response(
     const runtime::TokenEvent& final_event, const std::vector<int32_t>& output_ids,
-    std::span<const runtime::TokenLogprobs> logprobs = {});
+    std::span<const runtime::TokenLogprobs> logprobs = {}, int64_t index = 0);
 
 // The prompt's `input_logprobs`: every prompt id, the first without a value; `logprobs` holds one
 // entry per prompt token after the first (TokenEvent::prompt_logprobs).
@@ -52,10 +52,11 @@ void fill_input_logprobs(std::span<const int32_t> prompt_ids,
                          std::span<const runtime::TokenLogprobs> logprobs,
                          vllm::grpc::engine::InputLogProbs& out);
 
-// A `chunk` message: the new ids since the last chunk, with the cumulative usage so far, and
-// their output_logprobs when `logprobs` (one per new id) is not empty.
+// A `chunk` message of sample `index`: the new ids since its last chunk, with its cumulative usage
+// so far, and their output_logprobs when `logprobs` (one per new id) is not empty.
 vllm::grpc::engine::GenerateResponse chunk_response(
     const std::vector<int32_t>& new_ids, int64_t prompt_tokens, int64_t completion_tokens,
-    int64_t cached_tokens, std::span<const runtime::TokenLogprobs> logprobs = {});
+    int64_t cached_tokens, std::span<const runtime::TokenLogprobs> logprobs = {},
+    int64_t index = 0);
 
 }  // namespace tandem::server

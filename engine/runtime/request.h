@@ -44,15 +44,17 @@ struct StopMatch {
   std::optional<std::string> stop_string;  // one of SamplingParams::stop
 };
 
-// One event on a request's stream: new tokens (is_final false), or the single final event
-// (is_final true; token_ids may still carry the last tokens). Value type.
+// One event on a request's stream, for one of its n samples (`index`): new tokens (is_final
+// false), or that sample's single final event (is_final true; token_ids may still carry the last
+// tokens). The stream ends after the final event of every sample. Value type.
 struct TokenEvent {
+  int64_t index = 0;  // which of the request's n samples (0 .. n - 1)
   std::vector<TokenId> token_ids;
   // One entry per token_ids entry when the request asked for logprobs, else empty.
   std::vector<TokenLogprobs> logprobs;
-  // Set once, in an event of its own before the first output token, when the request asked for
-  // prompt_logprobs: one entry per prompt token after the first (the first has none; a one-token
-  // prompt gives an empty list).
+  // Set once (sample 0), in an event of its own before the first output token, when the request
+  // asked for prompt_logprobs: one entry per prompt token after the first (the first has none; a
+  // one-token prompt gives an empty list).
   std::optional<std::vector<TokenLogprobs>> prompt_logprobs;
   std::string text;  // detokenized text of token_ids when the engine produces it; may be empty
   // Prompt tokens the prefix cache served, on every token event after admission (0 before; the
@@ -71,7 +73,9 @@ struct Request {
   std::string id;  // unique among in-flight requests (duplicate → ALREADY_EXISTS)
   std::vector<TokenId> prompt_token_ids;
   SamplingParams sampling;
-  int64_t n = 1;  // samples of the prompt; only 1 is accepted for now (see check_request_fits)
+  // Independent samples of the prompt (OpenAI `n`), 1 .. max_running: they share the prompt's KV
+  // blocks, sample i is seeded with seed + i when a seed is given.
+  int64_t n = 1;
   std::optional<Clock::time_point> deadline;  // none: no deadline
   Clock::time_point arrival_time{};           // set by RequestQueue::submit
 };

@@ -2,6 +2,7 @@
 // scheduler thread.
 #include "engine/runtime/request_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "engine/base/check.h"
@@ -32,8 +33,19 @@ struct QueueState {
 
 // --- RequestChannel ---
 
-RequestChannel::RequestChannel(std::string id, std::shared_ptr<detail::QueueState> queue)
-    : id_(std::move(id)), queue_(std::move(queue)) {}
+RequestChannel::RequestChannel(std::string id, std::shared_ptr<detail::QueueState> queue,
+                               int64_t samples)
+    : id_(std::move(id)),
+      queue_(std::move(queue)),
+      samples_(samples),
+      sample_final_(static_cast<size_t>(samples), false) {
+  TANDEM_CHECK(samples >= 1);
+}
+
+bool RequestChannel::sample_final_locked(int64_t index) const {
+  TANDEM_CHECK(index >= 0 && index < samples_);
+  return sample_final_[static_cast<size_t>(index)];
+}
 
 bool RequestChannel::finished() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -48,8 +60,12 @@ void RequestChannel::request_cancel() {
 void RequestChannel::push(TokenEvent event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (final_pushed_) return;
-    if (event.is_final) final_pushed_ = true;
+    if (final_pushed_ || sample_final_locked(event.index)) return;
+    if (event.is_final) {
+      sample_final_[static_cast<size_t>(event.index)] = true;
+      final_pushed_ =
+          std::find(sample_final_.begin(), sample_final_.end(), false) == sample_final_.end();
+    }
     events_.push_back(std::move(event));
   }
   cv_.notify_all();
@@ -71,6 +87,7 @@ RequestHandle& RequestHandle::operator=(RequestHandle&& other) noexcept {
   if (this != &other) {
     if (channel_ != nullptr && !final_read_) channel_->request_cancel();
     channel_ = std::move(other.channel_);
+    finals_read_ = other.finals_read_;
     final_read_ = other.final_read_;
     other.channel_ = nullptr;
   }
@@ -90,7 +107,7 @@ std::optional<TokenEvent> RequestHandle::take_locked() {
   if (channel_->events_.empty()) return std::nullopt;
   TokenEvent event = std::move(channel_->events_.front());
   channel_->events_.pop_front();
-  if (event.is_final) final_read_ = true;
+  if (event.is_final && ++finals_read_ == channel_->samples()) final_read_ = true;
   return event;
 }
 
@@ -145,8 +162,12 @@ Result<RequestHandle> RequestQueue::submit(Request request) {
     if (!status.ok()) return status;
   }
   if (request.id.empty()) return invalid_argument_error("request: the request id is empty");
+  if (request.n < 1) {
+    return invalid_argument_error("request: n must be at least 1, got " +
+                                  std::to_string(request.n));
+  }
   request.arrival_time = Clock::now();
-  auto channel = std::make_shared<RequestChannel>(request.id, state_);
+  auto channel = std::make_shared<RequestChannel>(request.id, state_, request.n);
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (state_->closed) return unavailable_error("engine is shutting down; request not accepted");
@@ -186,8 +207,10 @@ bool RequestQueue::wait_for_work(std::chrono::milliseconds timeout) {
 }
 
 void RequestQueue::push_tokens(RequestChannel& channel, std::vector<TokenId> token_ids,
-                               std::string text, std::vector<TokenLogprobs> logprobs) {
+                               std::string text, std::vector<TokenLogprobs> logprobs,
+                               int64_t index) {
   TokenEvent event;
+  event.index = index;
   event.token_ids = std::move(token_ids);
   event.text = std::move(text);
   event.logprobs = std::move(logprobs);
@@ -208,18 +231,21 @@ void RequestQueue::push_prompt_logprobs(RequestChannel& channel,
 
 void RequestQueue::finish(RequestChannel& channel, FinishReason reason, Usage usage, Status error,
                           std::vector<TokenId> last_token_ids, StopMatch matched,
-                          std::vector<TokenLogprobs> last_logprobs) {
+                          std::vector<TokenLogprobs> last_logprobs, int64_t index) {
+  bool last = false;
   {
     std::lock_guard<std::mutex> lock(channel.mu_);
-    if (channel.final_pushed_) return;
+    if (channel.final_pushed_ || channel.sample_final_locked(index)) return;
+    last = std::count(channel.sample_final_.begin(), channel.sample_final_.end(), false) == 1;
   }
-  // Free the id before the final event becomes visible, so that a caller who reads it and
+  // Free the id before the last final event becomes visible, so that a caller who reads it and
   // resubmits the same id is never refused.
-  {
+  if (last) {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->in_flight.erase(channel.id());
   }
   TokenEvent event;
+  event.index = index;
   event.token_ids = std::move(last_token_ids);
   event.logprobs = std::move(last_logprobs);
   event.cached_tokens = channel.cached_tokens_;

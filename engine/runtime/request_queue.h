@@ -30,14 +30,16 @@ struct QueueState;
 // RequestQueue::submit.
 class RequestChannel {
  public:
-  RequestChannel(std::string id, std::shared_ptr<detail::QueueState> queue);
+  // `samples`: the request's n (>= 1); the channel is finished once each has its final event.
+  RequestChannel(std::string id, std::shared_ptr<detail::QueueState> queue, int64_t samples = 1);
   RequestChannel(const RequestChannel&) = delete;
   RequestChannel& operator=(const RequestChannel&) = delete;
 
   const std::string& id() const { return id_; }
+  int64_t samples() const { return samples_; }
   // Any thread; the scheduler polls it every step.
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
-  // True once the final event was pushed.
+  // True once every sample's final event was pushed.
   bool finished() const;
 
  private:
@@ -48,13 +50,18 @@ class RequestChannel {
   void push(TokenEvent event);
   void set_listener(std::function<void()> listener);
 
+  // Under mu_: whether `index`'s final event was pushed (a bug for an index out of range).
+  bool sample_final_locked(int64_t index) const;
+
   const std::string id_;
   const std::shared_ptr<detail::QueueState> queue_;  // to wake the scheduler on cancel
+  const int64_t samples_;
   std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<TokenEvent> events_;   // guarded by mu_
-  bool final_pushed_ = false;       // guarded by mu_
+  bool final_pushed_ = false;       // guarded by mu_: every sample's final event
+  std::vector<bool> sample_final_;  // guarded by mu_: per sample
   int64_t cached_tokens_ = 0;       // scheduler thread only (RequestQueue::set_cached_tokens)
   std::mutex listener_mu_;          // held while the listener runs and while it is replaced
   std::function<void()> listener_;  // guarded by listener_mu_
@@ -84,7 +91,7 @@ class RequestHandle {
   // Asks the scheduler to stop the request; it ends with a final kAbort event at the next step
   // (unless it already finished). Thread-safe and idempotent.
   void cancel();
-  // True once the final event has been read through this handle.
+  // True once every sample's final event has been read through this handle.
   bool done() const { return final_read_; }
   // Installs a callback run after every event pushed from now on (on the pushing thread, usually
   // the scheduler's; outside the event lock, so it may call try_next()), for readers that are
@@ -97,6 +104,7 @@ class RequestHandle {
   std::optional<TokenEvent> take_locked();
 
   std::shared_ptr<RequestChannel> channel_;
+  int64_t finals_read_ = 0;
   bool final_read_ = false;
 };
 
@@ -133,21 +141,22 @@ class RequestQueue {
   // cancellation or close(). Returns true when woken by one of them.
   bool wait_for_work(std::chrono::milliseconds timeout);
 
-  // Scheduler thread: appends new tokens to the request's stream. Ignored after the final event.
-  // `logprobs`: one per token id when the request asked for them, else empty.
+  // Scheduler thread: appends new tokens of sample `index` to the request's stream. Ignored after
+  // that sample's final event. `logprobs`: one per token id when the request asked for them.
   void push_tokens(RequestChannel& channel, std::vector<TokenId> token_ids, std::string text = {},
-                   std::vector<TokenLogprobs> logprobs = {});
+                   std::vector<TokenLogprobs> logprobs = {}, int64_t index = 0);
   // Scheduler thread: the prompt tokens the prefix cache served, carried by every later token
   // event (TokenEvent::cached_tokens).
   void set_cached_tokens(RequestChannel& channel, int64_t tokens);
   // Scheduler thread: the prompt's logprobs (TokenEvent::prompt_logprobs), in an event of their
   // own.
   void push_prompt_logprobs(RequestChannel& channel, std::vector<TokenLogprobs> logprobs);
-  // Scheduler thread: pushes the final event (once; later calls are ignored) and frees the
-  // request's id and slot. `error` is the status for kError/kDeadline events (OK otherwise).
+  // Scheduler thread: pushes sample `index`'s final event (once; later calls are ignored); with
+  // the last sample's, frees the request's id and slot. `error` is the status for
+  // kError/kDeadline events (OK otherwise).
   void finish(RequestChannel& channel, FinishReason reason, Usage usage, Status error = Status(),
               std::vector<TokenId> last_token_ids = {}, StopMatch matched = {},
-              std::vector<TokenLogprobs> last_logprobs = {});
+              std::vector<TokenLogprobs> last_logprobs = {}, int64_t index = 0);
 
   // Any thread: cancels the in-flight request `id` as RequestHandle::cancel does (it ends with a
   // final kAbort event at the scheduler's next step). False when no such request is in flight

@@ -46,6 +46,11 @@ struct Scheduler::Sequence {
   std::unique_ptr<tokenizer::StreamingDetokenizer> detok;
   bool started = false;       // admitted at least once (RoutingObserver::on_started was called)
   int64_t cached_tokens = 0;  // prompt tokens the prefix cache served at the first admission
+  int64_t index = 0;          // which of the request's n samples
+  // Sample 0 of an n > 1 request until its first token: samples 1 .. forks_pending are forked
+  // from it then (sharing its KV blocks), with these parameters.
+  int64_t forks_pending = 0;
+  std::shared_ptr<const SamplingParams> fork_sampling;
 
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_tokens; }
   Usage usage() const { return Usage{prompt_tokens, generated(), cached_tokens}; }
@@ -109,7 +114,9 @@ class Scheduler::Loop {
     for (SeqId id : ids) {
       Sequence& q = seqs_.at(id);
       StopDecision last = q.stop->abort();
-      if (!last.text.empty()) s_.queue_->push_tokens(*q.channel, {}, std::move(last.text));
+      if (!last.text.empty()) {
+        s_.queue_->push_tokens(*q.channel, {}, std::move(last.text), {}, q.index);
+      }
       end(id, FinishReason::kError, reason);
     }
   }
@@ -117,43 +124,60 @@ class Scheduler::Loop {
   // Ends every sequence with kAbort (stop(kAbort), or never started).
   void abort_all() {
     for (SeqId id : running_) s_.allocator_.free_sequence(id);
-    for (auto& [id, seq] : seqs_) {
-      if (s_.options_.routing_observer != nullptr) {
-        s_.options_.routing_observer->on_finished(seq.channel->id());
-      }
-      s_.queue_->finish(*seq.channel, FinishReason::kAbort, seq.usage());
-    }
+    for (auto& [id, seq] : seqs_) finish_sample(seq, FinishReason::kAbort, Status());
     seqs_.clear();
     running_.clear();
     waiting_.clear();
   }
 
   void take_new(std::vector<AcceptedRequest> accepted) {
+    // Sliding-window layers keep their KV in each sequence's own ring, which a fork cannot
+    // share: there the n samples are independent sequences that each prefill the prompt.
+    const bool forkable = s_.runner_->kv_layout().n_windowed() == 0;
     for (AcceptedRequest& a : accepted) {
       const Request& r = a.request;
-      Sequence seq;
-      seq.id = next_id_++;
-      seq.channel = std::move(a.channel);
-      seq.tokens = r.prompt_token_ids;
-      seq.prompt_tokens = static_cast<int64_t>(r.prompt_token_ids.size());
-      seq.max_total_tokens =
-          seq.prompt_tokens +
-          resolve_max_tokens(r.sampling.max_tokens, seq.prompt_tokens, s_.options_.limits);
-      seq.deadline = r.deadline;
-      seq.logprobs = r.sampling.logprobs;
-      seq.prompt_logprobs = r.sampling.prompt_logprobs;
-      seq.prompt_lp_sent = !seq.prompt_logprobs.has_value();
-      const auto& eos = s_.options_.eos_token_ids;
-      seq.sampler = std::make_unique<Sampler>(
-          r.sampling, static_cast<int32_t>(s_.runner_->n_vocab()), r.prompt_token_ids, eos);
-      seq.stop = std::make_unique<StopConditions>(r.sampling, eos, seq.prompt_tokens,
-                                                  s_.options_.limits.context_length);
-      if (s_.options_.tokenizer != nullptr) {
-        seq.detok = std::make_unique<tokenizer::StreamingDetokenizer>(*s_.options_.tokenizer);
+      for (int64_t index = 0; index < (forkable ? 1 : r.n); ++index) {
+        Sequence seq = new_sample(a.channel, r.prompt_token_ids, r.sampling, index, r.deadline);
+        if (forkable && r.n > 1) {
+          seq.forks_pending = r.n - 1;
+          seq.fork_sampling = std::make_shared<const SamplingParams>(r.sampling);
+        }
+        waiting_.push_back(seq.id);
+        seqs_.emplace(seq.id, std::move(seq));
       }
-      waiting_.push_back(seq.id);
-      seqs_.emplace(seq.id, std::move(seq));
     }
+  }
+
+  // A new sequence for sample `index` of a request: its own sampler (seeded with seed + index
+  // when a seed is given) and stop conditions over the prompt; sample 0 alone carries the
+  // prompt's logprobs.
+  Sequence new_sample(const std::shared_ptr<RequestChannel>& channel,
+                      const std::vector<TokenId>& prompt, const SamplingParams& sampling,
+                      int64_t index, std::optional<Clock::time_point> deadline) {
+    Sequence seq;
+    seq.id = next_id_++;
+    seq.index = index;
+    seq.channel = channel;
+    seq.tokens = prompt;
+    seq.prompt_tokens = static_cast<int64_t>(prompt.size());
+    seq.max_total_tokens =
+        seq.prompt_tokens +
+        resolve_max_tokens(sampling.max_tokens, seq.prompt_tokens, s_.options_.limits);
+    seq.deadline = deadline;
+    seq.logprobs = sampling.logprobs;
+    if (index == 0) seq.prompt_logprobs = sampling.prompt_logprobs;
+    seq.prompt_lp_sent = !seq.prompt_logprobs.has_value();
+    SamplingParams params = sampling;
+    if (params.seed.has_value()) *params.seed += static_cast<uint64_t>(index);
+    const auto& eos = s_.options_.eos_token_ids;
+    seq.sampler =
+        std::make_unique<Sampler>(params, static_cast<int32_t>(s_.runner_->n_vocab()), prompt, eos);
+    seq.stop = std::make_unique<StopConditions>(params, eos, seq.prompt_tokens,
+                                                s_.options_.limits.context_length);
+    if (s_.options_.tokenizer != nullptr) {
+      seq.detok = std::make_unique<tokenizer::StreamingDetokenizer>(*s_.options_.tokenizer);
+    }
+    return seq;
   }
 
   void step() {
@@ -164,7 +188,10 @@ class Scheduler::Loop {
       view.id = id;
       view.tokens = static_cast<int64_t>(q.tokens.size());
       view.computed_tokens = q.computed;
-      view.allocated_blocks = static_cast<int64_t>(s_.allocator_.block_table(id).size());
+      // Blocks usable without a copy: a forked sample's shared partial last block is not.
+      view.allocated_blocks =
+          std::max<int64_t>(0, kv_blocks_for_tokens(view.tokens, s_.allocator_.block_tokens()) -
+                                   s_.allocator_.blocks_needed(id, view.tokens));
       view.cancelled = q.channel->cancelled();
       view.deadline = q.deadline;
       view.releasable_blocks = s_.allocator_.sole_blocks(id);
@@ -201,7 +228,9 @@ class Scheduler::Loop {
       // Release the text the stop conditions held back (a possible stop-string start).
       Sequence& q = seqs_.at(d.id);
       StopDecision last = q.stop->abort();
-      if (!last.text.empty()) s_.queue_->push_tokens(*q.channel, {}, std::move(last.text));
+      if (!last.text.empty()) {
+        s_.queue_->push_tokens(*q.channel, {}, std::move(last.text), {}, q.index);
+      }
       end(d.id, d.reason, std::move(error));
     }
     for (auto it = plan.preempted.rbegin(); it != plan.preempted.rend(); ++it) {
@@ -231,7 +260,7 @@ class Scheduler::Loop {
         s_.prefix_query_tokens_.fetch_add(q.prompt_tokens, std::memory_order_relaxed);
         s_.prefix_hit_tokens_.fetch_add(q.cached_tokens, std::memory_order_relaxed);
         s_.queue_->set_cached_tokens(*q.channel, q.cached_tokens);
-        if (s_.options_.routing_observer != nullptr) {
+        if (s_.options_.routing_observer != nullptr && q.index == 0) {
           s_.options_.routing_observer->on_started(q.channel->id());
         }
       }
@@ -308,16 +337,9 @@ class Scheduler::Loop {
         s_.queue_->push_prompt_logprobs(*q.channel, std::exchange(q.prompt_lp, {}));
       }
       const std::span<const float> last = out_.row(i, out_.n_rows[i] - 1);
-      Result<int32_t> token = q.sampler->sample(last);
-      if (!token.ok()) {
-        end(q.id, FinishReason::kError, token.status());
-        continue;
-      }
-      std::vector<TokenLogprobs> logprobs;
-      if (q.logprobs.has_value()) {
-        logprobs.push_back(token_logprobs(last, token.value(), *q.logprobs));
-      }
-      emit(q, token.value(), std::move(logprobs));
+      std::vector<SeqId> samplers{w.id};
+      if (q.forks_pending > 0) fork_samples(w.id, samplers);  // may rehash seqs_: q is stale
+      for (SeqId id : samplers) sample_and_emit(seqs_.at(id), last);
     }
     if (s_.options_.after_step) s_.options_.after_step(s_.steps_.load(std::memory_order_relaxed));
   }
@@ -366,6 +388,63 @@ class Scheduler::Loop {
     return it->second.tokens;
   }
 
+  // Samples the sequence's next token from `last` and emits it (or ends the sequence).
+  void sample_and_emit(Sequence& q, std::span<const float> last) {
+    Result<int32_t> token = q.sampler->sample(last);
+    if (!token.ok()) {
+      end(q.id, FinishReason::kError, token.status());
+      return;
+    }
+    std::vector<TokenLogprobs> logprobs;
+    if (q.logprobs.has_value()) {
+      logprobs.push_back(token_logprobs(last, token.value(), *q.logprobs));
+    }
+    emit(q, token.value(), std::move(logprobs));
+  }
+
+  // Sample 0 of an n > 1 request has its prompt's logits: samples 1 .. n - 1 become sequences of
+  // their own that share all of its KV blocks (the partial last one is copied on their first
+  // write), with their own sampler (seed + index) and stop conditions, and run from here on like
+  // any other. Appends their ids to `out`, to sample from the same logits row.
+  void fork_samples(SeqId parent_id, std::vector<SeqId>& out) {
+    const int64_t forks = std::exchange(seqs_.at(parent_id).forks_pending, 0);
+    for (int64_t index = 1; index <= forks; ++index) {
+      const Sequence& p = seqs_.at(parent_id);
+      const std::vector<TokenId> prompt(p.tokens.begin(), p.tokens.begin() + p.prompt_tokens);
+      Sequence child = new_sample(p.channel, prompt, *p.fork_sampling, index, p.deadline);
+      child.computed = p.computed;
+      child.started = true;
+      child.cached_tokens = p.cached_tokens;
+      TANDEM_CHECK(s_.allocator_.fork(parent_id, child.id).ok());
+      child.cache = s_.runner_->wrap_kv_cache(
+          std::make_unique<PagedKvCache>(*s_.pool_, s_.allocator_, child.id,
+                                         static_cast<size_t>(child.max_total_tokens)),
+          static_cast<size_t>(child.max_total_tokens));
+      child.cache->set_length(static_cast<size_t>(child.computed));
+      running_.push_back(child.id);
+      out.push_back(child.id);
+      seqs_.emplace(child.id, std::move(child));
+    }
+    seqs_.at(parent_id).fork_sampling.reset();
+  }
+
+  // Pushes the final event of the sequence's sample, and of the samples still to be forked from
+  // it (they end with it, having generated nothing); tells the routing observer once the
+  // request's last sample ended.
+  void finish_sample(Sequence& q, FinishReason reason, Status error, std::vector<TokenId> last = {},
+                     StopMatch matched = {}, std::vector<TokenLogprobs> last_logprobs = {}) {
+    for (int64_t index = 1; index <= q.forks_pending; ++index) {
+      s_.queue_->finish(*q.channel, reason, Usage{q.prompt_tokens, 0, q.cached_tokens}, error, {},
+                        {}, {}, index);
+    }
+    q.forks_pending = 0;
+    s_.queue_->finish(*q.channel, reason, q.usage(), std::move(error), std::move(last),
+                      std::move(matched), std::move(last_logprobs), q.index);
+    if (s_.options_.routing_observer != nullptr && q.channel->finished()) {
+      s_.options_.routing_observer->on_finished(q.channel->id());
+    }
+  }
+
   // Records a sampled token, feeds the stop conditions and streams it (or ends the sequence).
   // `logprobs`: the token's, when the request asked for them (else empty).
   void emit(Sequence& q, int32_t token, std::vector<TokenLogprobs> logprobs) {
@@ -377,13 +456,16 @@ class Scheduler::Loop {
     }
     StopDecision decision = q.stop->feed(token, piece);
     if (!decision.finished) {
-      s_.queue_->push_tokens(*q.channel, {token}, std::move(decision.text), std::move(logprobs));
+      s_.queue_->push_tokens(*q.channel, {token}, std::move(decision.text), std::move(logprobs),
+                             q.index);
       return;
     }
     if (decision.reason == FinishReason::kLength && q.detok) {
       decision.text += q.detok->flush();  // an unfinished UTF-8 character becomes U+FFFD
     }
-    if (!decision.text.empty()) s_.queue_->push_tokens(*q.channel, {}, std::move(decision.text));
+    if (!decision.text.empty()) {
+      s_.queue_->push_tokens(*q.channel, {}, std::move(decision.text), {}, q.index);
+    }
     end(q.id, decision.reason, Status(), {token},
         StopMatch{decision.matched_token_id, std::move(decision.matched_stop_string)},
         std::move(logprobs));
@@ -396,11 +478,8 @@ class Scheduler::Loop {
     if (it == seqs_.end()) return;
     Sequence& q = it->second;
     s_.allocator_.free_sequence(id);
-    if (s_.options_.routing_observer != nullptr) {
-      s_.options_.routing_observer->on_finished(q.channel->id());
-    }
-    s_.queue_->finish(*q.channel, reason, q.usage(), std::move(error), std::move(last),
-                      std::move(matched), std::move(last_logprobs));
+    finish_sample(q, reason, std::move(error), std::move(last), std::move(matched),
+                  std::move(last_logprobs));
     std::erase(running_, id);
     std::erase(waiting_, id);
     seqs_.erase(it);

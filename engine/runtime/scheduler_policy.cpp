@@ -61,9 +61,10 @@ Status check_request_fits(int64_t prompt_tokens, int64_t max_tokens, int64_t n,
   if (max_tokens < 1) {
     return invalid_argument_error("request: max_tokens must be at least 1, got " + str(max_tokens));
   }
-  if (n != 1) {
-    return invalid_argument_error("request: n = " + str(n) +
-                                  " is not supported; only n = 1 (one sample per request)");
+  if (n < 1 || n > limits.max_running) {
+    return invalid_argument_error("request: n = " + str(n) + " samples; between 1 and " +
+                                  str(limits.max_running) +
+                                  " (server.max_running_requests) are served");
   }
   // Both are positive, and the context length bounds the sum before any multiplication. The sum
   // itself may overflow for a hostile max_tokens, so it is only formed when it fits.

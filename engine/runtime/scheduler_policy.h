@@ -16,13 +16,12 @@ namespace tandem::runtime {
 Status validate_scheduler_limits(const SchedulerLimits& limits, const KvBudget& kv);
 
 // The submission check (B4, B5, B6, C9). INVALID_ARGUMENT, with the limit and the actual values in
-// the message, when: the prompt is empty; max_tokens < 1; n != 1; prompt + max_tokens exceeds the
-// context length; or prompt + max_tokens needs more KV blocks than the whole budget. A request
-// that passes always fits once it runs alone, so it can be preempted but never starved for KV.
-//
-// n > 1 is rejected for now: the block allocator can already share a prompt's blocks between
-// samples (KvBlockAllocator::fork, copy-on-write of the partial last block), but the policy plans
-// single sequences only.
+// the message, when: the prompt is empty; max_tokens < 1; n is not in 1 .. max_running; prompt +
+// max_tokens exceeds the context length; or prompt + max_tokens needs more KV blocks than the
+// whole budget. A sequence that passes always fits once it runs alone, so it can be preempted but
+// never starved for KV. The n samples of a request are n sequences sharing the prompt's blocks
+// (KvBlockAllocator::fork); each is planned, preempted and recomputed on its own, so the same
+// holds for each of them.
 Status check_request_fits(int64_t prompt_tokens, int64_t max_tokens, int64_t n,
                           const SchedulerLimits& limits, const KvBudget& kv);
 

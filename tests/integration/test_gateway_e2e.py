@@ -228,6 +228,22 @@ def test_chat_second_turn_is_served_from_the_prefix_cache(client):
     assert again.choices[0].message.content == first.choices[0].message.content
 
 
+def test_chat_n_choices_through_gateway(client):
+    """OpenAI n = 3: three choices, indexed 0..2; greedy ones agree, sampled ones are seeded
+    (the same request twice gives the same three choices)."""
+    greedy = client.chat.completions.create(model=MODEL, messages=CHAT, temperature=0,
+                                            max_tokens=8, n=3)
+    assert sorted(c.index for c in greedy.choices) == [0, 1, 2]
+    assert len({c.message.content for c in greedy.choices}) == 1
+    assert all(c.finish_reason in ("length", "stop") for c in greedy.choices)
+    sampled = [client.chat.completions.create(model=MODEL, messages=CHAT, temperature=1.0,
+                                              max_tokens=8, n=3, seed=42) for _ in range(2)]
+    contents = [[c.message.content for c in sorted(s.choices, key=lambda c: c.index)]
+                for s in sampled]
+    assert contents[0] == contents[1]
+    assert len(set(contents[0])) > 1
+
+
 def test_gateway_with_api_keys_and_trusted_loopback(tandemd, tmp_path):
     """server.api_keys with the gateway: SMG sends no metadata to its workers, so its address
     is a trusted peer; the gateway's own clients authenticate to the gateway (--api-key)."""

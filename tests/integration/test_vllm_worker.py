@@ -245,7 +245,7 @@ BAD_REQUESTS = {
     "logprobs_over_20": (DEMO_PROMPT, dict(logprobs=21)),
     "logprobs_all": (DEMO_PROMPT, dict(logprobs=-1)),
     "prompt_logprobs_over_20": (DEMO_PROMPT, dict(prompt_logprobs=21)),
-    "n_2": (DEMO_PROMPT, dict(n=2)),
+    "n_over_max_running": (DEMO_PROMPT, dict(n=100000)),
     "prompt_over_context": ([5] * 600, dict(max_tokens=1)),
     "prompt_plus_max_tokens_over_context": ([5] * 500, dict(max_tokens=100)),
     "unknown_token_id": ([1, 4096 + 7, 3], dict(max_tokens=1)),
@@ -553,6 +553,42 @@ def test_flush_cache_drops_what_the_prefix_cache_held(tiny):
     _, after = generate(tiny, prompt, max_tokens=2, ignore_eos=True)
     assert after.cached_tokens == 0
     assert list(after.output_ids) == list(again.output_ids)
+
+
+def generate_samples(daemon, input_ids, *, stream, **sampling):
+    """One Generate call with n samples; returns {index: (streamed ids, complete)}."""
+    req = pb.GenerateRequest(request_id=new_id("n"), stream=stream,
+                             tokenized=pb.TokenizedInput(input_ids=list(input_ids)),
+                             sampling_params=pb.SamplingParams(**sampling))
+    streamed, completes = {}, {}
+    for resp in daemon.vllm.Generate(req, timeout=60, metadata=daemon.metadata()):
+        if resp.WhichOneof("response") == "chunk":
+            assert resp.chunk.index not in completes, "a chunk after its sample's complete"
+            streamed.setdefault(resp.chunk.index, []).extend(resp.chunk.token_ids)
+        else:
+            assert resp.complete.index not in completes, "two completes for one sample"
+            completes[resp.complete.index] = resp.complete
+    return {i: (streamed.get(i, []), c) for i, c in completes.items()}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+def test_n_samples_each_equal_the_seed_plus_index_request(tiny, stream):
+    """n = 3 seeded samples: one complete per index, sample i equal to the one-sample request
+    with seed + i (each sample has its own seed stream over the shared prompt KV)."""
+    prompt = REF_F32["prompts"][1]["tokens"]
+    got = generate_samples(tiny, prompt, stream=stream, n=3, seed=5, temperature=1.0,
+                           max_tokens=8, ignore_eos=True)
+    assert sorted(got) == [0, 1, 2]
+    for i, (streamed, done) in got.items():
+        assert done.finish_reason == "length"
+        assert done.completion_tokens == 8
+        assert done.prompt_tokens == len(prompt)
+        if stream:
+            assert streamed == list(done.output_ids)
+        _, alone = generate(tiny, prompt, seed=5 + i, temperature=1.0, max_tokens=8,
+                            ignore_eos=True)
+        assert list(done.output_ids) == list(alone.output_ids), f"sample {i}"
+    assert got[0][1].output_ids != got[1][1].output_ids
 
 
 def log_softmax(row):

@@ -106,6 +106,43 @@ TEST_CASE("events arrive in order and exactly one final event is delivered", "[q
   CHECK(finish_reason_name(fin->finish_reason) == "length");
 }
 
+TEST_CASE("an n-sample request's stream ends after every sample's final event", "[queue]") {
+  RequestQueue queue(4);
+  Request r = make_request("n3");
+  r.n = 3;
+  auto handle = queue.submit(r);
+  REQUIRE(handle.ok());
+  auto accepted = queue.drain();
+  REQUIRE(accepted.size() == 1);
+  RequestChannel& channel = *accepted[0].channel;
+  CHECK(channel.samples() == 3);
+  queue.push_tokens(channel, {5}, "", {}, 1);
+  queue.finish(channel, FinishReason::kLength, {4, 1, 0}, Status(), {6}, {}, {}, 1);
+  queue.push_tokens(channel, {9}, "", {}, 1);  // after sample 1's final: ignored
+  queue.finish(channel, FinishReason::kStop, {}, Status(), {}, {}, {}, 1);  // ignored too
+  queue.push_tokens(channel, {7}, "", {}, 0);
+  CHECK_FALSE(channel.finished());
+  // The id stays in flight until the last sample ends.
+  CHECK(queue.submit(make_request("n3")).status().code() == StatusCode::kAlreadyExists);
+  queue.finish(channel, FinishReason::kLength, {}, Status(), {}, {}, {}, 0);
+  queue.finish(channel, FinishReason::kAbort, {}, Status(), {}, {}, {}, 2);
+  CHECK(channel.finished());
+  std::vector<std::pair<int64_t, bool>> seen;  // (index, final)
+  while (!handle->done()) {
+    auto ev = handle->next(milliseconds(1000));
+    REQUIRE(ev.has_value());
+    seen.emplace_back(ev->index, ev->is_final);
+  }
+  CHECK(seen == std::vector<std::pair<int64_t, bool>>{
+                    {1, false}, {1, true}, {0, false}, {0, true}, {2, true}});
+  CHECK_FALSE(handle->try_next().has_value());
+  CHECK(queue.submit(make_request("n3")).ok());
+  // n below 1 is refused at submission, even without a validator.
+  Request none = make_request("n0");
+  none.n = 0;
+  CHECK(queue.submit(none).status().code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("cancel is idempotent and dropping a handle cancels its request", "[queue]") {
   RequestQueue queue(4);
   auto a = queue.submit(make_request("a"));

@@ -622,6 +622,146 @@ TEST_CASE("scheduler: drop_prefix_cache forgets the cached blocks; later request
   off.scheduler->stop();
 }
 
+// Reads the events of an n-sample request until every sample's final one, by sample index.
+std::vector<Outcome> collect_samples(RequestHandle& handle, int64_t n) {
+  std::vector<Outcome> out(static_cast<size_t>(n));
+  while (!handle.done()) {
+    auto ev = handle.next(std::chrono::duration_cast<std::chrono::milliseconds>(kEventTimeout));
+    REQUIRE(ev.has_value());
+    REQUIRE(ev->index >= 0);
+    REQUIRE(ev->index < n);
+    Outcome& o = out[static_cast<size_t>(ev->index)];
+    CHECK(o.finals == 0);  // nothing of a sample after its final event
+    o.tokens.insert(o.tokens.end(), ev->token_ids.begin(), ev->token_ids.end());
+    if (ev->is_final) {
+      ++o.finals;
+      o.reason = ev->finish_reason;
+      o.usage = ev->usage;
+    }
+  }
+  CHECK_FALSE(handle.try_next().has_value());
+  return out;
+}
+
+Request sampled_request(const std::string& id, uint64_t seed, int64_t n) {
+  Request r = greedy_request(id, long_prompt(), 10);
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = seed;
+  r.n = n;
+  return r;
+}
+
+TEST_CASE("scheduler: n samples share the prompt's KV; sample i is the seed + i request",
+          "[runtime][scheduler_loop][n]") {
+  for (const bool cached : {false, true}) {
+    INFO("prefix cache " << cached);
+    Engine e = cached ? make_engine(small_limits()) : make_uncached_engine(small_limits());
+    // Greedy: every sample is the one greedy answer.
+    const Outcome single = run_one(*e.scheduler, greedy_request("g1", long_prompt(), 6));
+    Request greedy3 = greedy_request("g3", long_prompt(), 6);
+    greedy3.n = 3;
+    auto h = e.scheduler->submit(greedy3);
+    REQUIRE(h.ok());
+    for (const Outcome& o : collect_samples(h.value(), 3)) {
+      CHECK(o.finals == 1);
+      CHECK(o.reason == FinishReason::kLength);
+      CHECK(o.tokens == single.tokens);
+      CHECK(o.usage.prompt_tokens == 64);
+      CHECK(o.usage.completion_tokens == 6);
+    }
+    // Seeded sampling: sample i of (seed 7, n 4) equals the one-sample request with seed 7 + i.
+    auto h4 = e.scheduler->submit(sampled_request("s4", 7, 4));
+    REQUIRE(h4.ok());
+    const std::vector<Outcome> samples = collect_samples(h4.value(), 4);
+    for (uint64_t i = 0; i < 4; ++i) {
+      INFO("sample " << i);
+      const Outcome alone =
+          run_one(*e.scheduler, sampled_request("s1-" + std::to_string(i), 7 + i, 1));
+      CHECK(samples[i].tokens == alone.tokens);
+      CHECK(samples[i].finals == 1);
+    }
+    CHECK(samples[0].tokens != samples[1].tokens);  // different seeds, different draws
+    e.scheduler->stop();
+    CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+    CHECK(e.scheduler->kv_check_invariants().ok());
+  }
+}
+
+TEST_CASE("scheduler: n samples under KV pressure are preempted one by one and stay exact",
+          "[runtime][scheduler_loop][n]") {
+  // 8 blocks of 16: 4 samples of a 59-token prompt (3 full blocks and a partial one, shared)
+  // growing by 24 tokens each need 4 + 4 x 3 blocks (each copies the partial block on its first
+  // write), so samples are preempted and recomputed.
+  SchedulerLimits limits = small_limits();
+  limits.context_length = 96;
+  Request r = sampled_request("ref", 11, 4);
+  r.prompt_token_ids.resize(59);
+  r.sampling.max_tokens = 24;
+  Engine big = make_engine(limits);
+  auto ref = big.scheduler->submit(r);
+  REQUIRE(ref.ok());
+  const std::vector<Outcome> want = collect_samples(ref.value(), 4);
+  big.scheduler->stop();
+  Engine e = make_engine(limits, /*kv_blocks=*/8);
+  auto h = e.scheduler->submit(r);
+  REQUIRE(h.ok());
+  const std::vector<Outcome> got = collect_samples(h.value(), 4);
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("sample " << i);
+    CHECK(got[i].tokens == want[i].tokens);
+  }
+  CHECK(e.scheduler->preemptions() > 0);
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+  CHECK(e.scheduler->kv_check_invariants().ok());
+}
+
+TEST_CASE("scheduler: n samples of a sliding-window model are independent sequences",
+          "[runtime][scheduler_loop][n][gpt-oss]") {
+  // Windowed layers keep KV in per-sequence rings, which a fork cannot share: each sample
+  // prefills on its own, and sample i is still the seed + i request.
+  const std::string dir = std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/";
+  const auto ref = read_json(dir + "ref-all-f32.json");
+  Engine e = make_engine(small_limits(), /*kv_blocks=*/40, 64, false, true, {},
+                         dir + "tiny-gpt-oss-all-f32.gguf");
+  CHECK_FALSE(e.scheduler->prefix_caching());
+  Request r = greedy_request("w", ref["prompts"][0]["tokens"].get<std::vector<int32_t>>(), 6);
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = 21;
+  r.n = 2;
+  auto h = e.scheduler->submit(r);
+  REQUIRE(h.ok());
+  const std::vector<Outcome> got = collect_samples(h.value(), 2);
+  for (uint64_t i = 0; i < 2; ++i) {
+    Request alone = r;
+    alone.id = "w-alone";
+    alone.n = 1;
+    alone.sampling.seed = 21 + i;
+    CHECK(got[i].tokens == run_one(*e.scheduler, alone).tokens);
+  }
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_free_blocks() == e.scheduler->kv_total_blocks());
+}
+
+TEST_CASE("scheduler: cancelling an n-sample request ends every sample, forked or not",
+          "[runtime][scheduler_loop][n]") {
+  Engine e = make_engine(small_limits());
+  Request r = sampled_request("cancel", 3, 3);
+  r.sampling.max_tokens = 40;
+  auto h = e.scheduler->submit(r);
+  REQUIRE(h.ok());
+  h.value().cancel();
+  const std::vector<Outcome> got = collect_samples(h.value(), 3);
+  for (const Outcome& o : got) {
+    CHECK(o.finals == 1);
+    CHECK(o.reason == FinishReason::kAbort);
+  }
+  // The id is free again once every sample ended.
+  CHECK(run_one(*e.scheduler, greedy_request("cancel", long_prompt(), 1)).finals == 1);
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_check_invariants().ok());
+}
+
 TEST_CASE("scheduler: prompt logprobs come once, before the first token, chunked or not",
           "[runtime][scheduler_loop]") {
   Request r = greedy_request("p", fox_tokens(), 3);

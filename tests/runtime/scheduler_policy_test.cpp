@@ -62,9 +62,12 @@ TEST_CASE("requests that can never fit are rejected with the numbers", "[schedul
   CHECK(check_request_fits(44, 20, 1, l, kv).ok());  // exactly 64 tokens = 4 blocks
   CHECK(check_request_fits(0, 20, 1, l, kv).code() == StatusCode::kInvalidArgument);
   CHECK(check_request_fits(10, 0, 1, l, kv).code() == StatusCode::kInvalidArgument);
-  Status n = check_request_fits(10, 10, 2, l, kv);
+  CHECK(check_request_fits(10, 10, 8, l, kv).ok());  // up to max_running samples
+  Status n = check_request_fits(10, 10, 9, l, kv);
   CHECK(n.code() == StatusCode::kInvalidArgument);
-  CHECK(contains(n.message(), "n = 2"));
+  CHECK(contains(n.message(), "n = 9"));
+  CHECK(contains(n.message(), "between 1 and 8"));
+  CHECK(check_request_fits(10, 10, 0, l, kv).code() == StatusCode::kInvalidArgument);
   // Huge values do not overflow the check.
   CHECK(check_request_fits(INT64_MAX, INT64_MAX, 1, l, kv).code() == StatusCode::kInvalidArgument);
 

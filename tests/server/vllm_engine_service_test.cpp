@@ -289,8 +289,8 @@ TEST_CASE("bad Generate requests get INVALID_ARGUMENT naming the problem", "[ser
   r.mutable_sampling_params()->set_json_schema("{}");
   expect_invalid(r, "json_schema");
   r = greedy_request("bad", ref.prompt, 8, false);
-  r.mutable_sampling_params()->set_n(2);
-  expect_invalid(r, "n = 2");
+  r.mutable_sampling_params()->set_n(1000);
+  expect_invalid(r, "n = 1000");
   expect_invalid(greedy_request("bad", {}, 8, false), "no input");
   expect_invalid(greedy_request("bad", {1, 2, 5000}, 8, false), "5000");
   expect_invalid(greedy_request("bad", std::vector<uint32_t>(250, 7), 100, false), "256");
