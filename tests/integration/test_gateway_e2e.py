@@ -31,17 +31,19 @@ def smg_binary():
 
 
 @contextlib.contextmanager
-def gateway(daemon, log_dir, *extra_args):
-    """The SMG gateway in front of `daemon`, once it lists MODEL; yields its base URL."""
-    info = daemon.vllm.GetModelInfo(pb.GetModelInfoRequest(), timeout=5,
-                                    metadata=daemon.metadata())
+def gateway(daemons, log_dir, *extra_args):
+    """The SMG gateway in front of `daemons` (one daemon or a list of replicas), once it lists
+    MODEL; yields its base URL."""
+    daemons = daemons if isinstance(daemons, list) else [daemons]
+    info = daemons[0].vllm.GetModelInfo(pb.GetModelInfoRequest(), timeout=5,
+                                        metadata=daemons[0].metadata())
     port, prom = free_port(), free_port()
     log_path = Path(log_dir) / "smg.log"
     log = open(log_path, "wb")
     argv = [smg_binary(), "launch", "--host", "127.0.0.1", "--port", str(port), "--worker-urls",
-            f"grpc://{daemon.address}", "--policy", "round_robin", "--tokenizer-path",
-            info.tokenizer_path, "--prometheus-host", "127.0.0.1", "--prometheus-port",
-            str(prom), *extra_args]
+            *(f"grpc://{d.address}" for d in daemons), "--policy", "round_robin",
+            "--tokenizer-path", info.tokenizer_path, "--prometheus-host", "127.0.0.1",
+            "--prometheus-port", str(prom), *extra_args]
     gw = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                           env={**os.environ, "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"})
     base = f"http://127.0.0.1:{port}"
