@@ -253,20 +253,36 @@ def check_compose(checker, docs):
         checker.fail(where, "missing")
         return
     services = docs[where][0].get("services") or {}
+    # The replicas are the services named tandemd, tandemd-2, ...; each is checked on its own.
+    replicas = {n: s for n, s in services.items() if re.fullmatch(r"tandemd(-\d+)?", n)}
     tandemd, smg = services.get("tandemd"), services.get("smg")
     if not tandemd or not smg:
         checker.fail(where, "services tandemd and smg are both needed")
         return
     with open(checker.path("deploy/docker/tandem.yaml"), encoding="utf-8") as f:
         image_config = f.read()
-    env = {k: str(v) for k, v in (tandemd.get("environment") or {}).items()}
-    resolved = checker.resolve_config(f"{where} (tandemd: deploy/docker/tandem.yaml + environment)",
-                                      image_config, env)
-    if resolved is None:
-        return
-    port = resolved["server"]["port"]
-    grace = resolved["server"]["shutdown_grace_seconds"]
-    checker.note(f"compose: tandemd resolves server.port={port} shutdown_grace_seconds={grace}")
+    ports = {}
+    for name, replica in replicas.items():
+        env = {k: str(v) for k, v in (replica.get("environment") or {}).items()}
+        resolved = checker.resolve_config(
+            f"{where} ({name}: deploy/docker/tandem.yaml + environment)", image_config, env)
+        if resolved is None:
+            return
+        port = resolved["server"]["port"]
+        grace = resolved["server"]["shutdown_grace_seconds"]
+        ports[name] = port
+        checker.note(f"compose: {name} resolves server.port={port} shutdown_grace_seconds={grace}")
+        stop = parse_duration(replica.get("stop_grace_period", "10s"))
+        if stop is None or not stop > grace:
+            checker.fail(where, f"{name} stop_grace_period {replica.get('stop_grace_period')} is "
+                         f"not above server.shutdown_grace_seconds {grace}")
+        test = (replica.get("healthcheck") or {}).get("test") or []
+        if not any(str(t).endswith(f":{port}") for t in test):
+            checker.fail(where, f"{name} healthcheck {test} does not probe port {port}")
+        condition = ((smg.get("depends_on") or {}).get(name) or {}).get("condition")
+        if condition != "service_healthy":
+            checker.fail(where, f"smg depends_on {name} with condition {condition!r}, "
+                         "not service_healthy")
 
     for name, service in services.items():
         user = str(service.get("user", ""))
@@ -278,20 +294,11 @@ def check_compose(checker, docs):
             checker.fail(where, f"service {name} publishes ports; only the gateway should")
     if not smg.get("ports"):
         checker.fail(where, "the gateway (smg) publishes no port")
-    stop = parse_duration(tandemd.get("stop_grace_period", "10s"))
-    if stop is None or not stop > grace:
-        checker.fail(where, f"tandemd stop_grace_period {tandemd.get('stop_grace_period')} is not "
-                     f"above server.shutdown_grace_seconds {grace}")
-    test = (tandemd.get("healthcheck") or {}).get("test") or []
-    if not any(str(t).endswith(f":{port}") for t in test):
-        checker.fail(where, f"tandemd healthcheck {test} does not probe port {port}")
-    condition = ((smg.get("depends_on") or {}).get("tandemd") or {}).get("condition")
-    if condition != "service_healthy":
-        checker.fail(where, f"smg depends_on tandemd with condition {condition!r}, "
-                     "not service_healthy")
-    url = str((smg.get("environment") or {}).get("TANDEMD_URL", ""))
-    if url != f"grpc://tandemd:{port}":
-        checker.fail(where, f"smg TANDEMD_URL {url!r} is not grpc://tandemd:{port}")
+    # The gateway's worker list (space-separated) names every replica, and nothing else.
+    urls = sorted(str((smg.get("environment") or {}).get("TANDEMD_URL", "")).split())
+    want = sorted(f"grpc://{name}:{port}" for name, port in ports.items())
+    if urls != want:
+        checker.fail(where, f"smg TANDEMD_URL {urls} is not the replicas {want}")
 
     def named_volumes(service):
         out = {}
@@ -301,13 +308,20 @@ def check_compose(checker, docs):
                 out[parts[0]] = parts[1]
         return out
 
+    # Each replica writes its own statistics: no state volume is shared between two of them.
+    state = [v for r in replicas.values() for v, at in named_volumes(r).items()
+             if at == "/var/lib/tandem"]
+    if len(state) != len(set(state)):
+        checker.fail(where, f"replicas share a /var/lib/tandem volume: {state}")
     # The gateway prefers the tokenizer_path tandemd reports to its own --tokenizer-path, so
-    # the shared tokenizer volume must sit at the same path in both containers.
+    # the shared tokenizer volume must sit at the same path in smg and every replica.
     tokenizer = str((smg.get("environment") or {}).get("SMG_TOKENIZER", ""))
-    shared = set(named_volumes(tandemd)) & set(named_volumes(smg))
-    if not any(named_volumes(smg)[v] == tokenizer == named_volumes(tandemd)[v] for v in shared):
-        checker.fail(where, f"no volume shared by tandemd and smg is mounted at SMG_TOKENIZER "
-                     f"{tokenizer!r} in both")
+    for name, replica in replicas.items():
+        shared = set(named_volumes(replica)) & set(named_volumes(smg))
+        if not any(named_volumes(smg)[v] == tokenizer == named_volumes(replica)[v]
+                   for v in shared):
+            checker.fail(where, f"no volume shared by {name} and smg is mounted at SMG_TOKENIZER "
+                         f"{tokenizer!r} in both")
 
 
 # ---- main --------------------------------------------------------------------------------------
@@ -342,6 +356,12 @@ MUTATIONS = [
      "stop_grace_period"),
     ("deploy/compose.yaml", "tokenizer:/opt/tandem/share/tandem/models/demo/hf:ro",
      "tokenizer:/tokenizer:ro", "SMG_TOKENIZER"),
+    ("deploy/compose.yaml", "grpc://tandemd:50051 grpc://tandemd-2:50051",
+     "grpc://tandemd:50051", "TANDEMD_URL"),
+    ("deploy/compose.yaml", "tandem-state-2:/var/lib/tandem", "tandem-state:/var/lib/tandem",
+     "share a /var/lib/tandem"),
+    ("deploy/compose.yaml", "      tandemd-2:\n        condition: service_healthy\n", "",
+     "depends_on tandemd-2"),
     ("deploy/docker/Dockerfile", "USER 10001:10001", "USER root", "USER"),
     ("deploy/docker/Dockerfile", "HEALTHCHECK --interval", "HEALTHCHECK NONE\n#", "HEALTHCHECK"),
     ("deploy/docker/tandem.yaml", "  port: 50051", "  port: 50052", "EXPOSE"),
