@@ -180,7 +180,8 @@ class Scheduler::Loop {
     return seq;
   }
 
-  void step() {
+  // The step's plan from the current sequences and KV state (fills the views and matches_).
+  StepPlan make_plan() {
     running_view_.clear();
     for (SeqId id : running_) {
       const Sequence& q = seqs_.at(id);
@@ -216,9 +217,21 @@ class Scheduler::Loop {
     s_.load_waiting_uncached_.store(uncached, std::memory_order_relaxed);
     const SchedulerInput input{&running_view_, &waiting_view_, s_.allocator_.free_blocks(),
                                Clock::now()};
-    const StepPlan plan = plan_step(input, s_.options_.limits, s_.budget_);
+    return plan_step(input, s_.options_.limits, s_.budget_);
+  }
 
-    for (const DroppedSeq& d : plan.dropped) {
+  // A plan that admits a cached prefix held by a running sequence it also drops is planned
+  // again after the drop: the drop counts those blocks as freed, yet adopting them takes them
+  // off the free count again, which admit_blocks (made while they were held) did not charge.
+  bool drops_what_it_adopts(const StepPlan& plan) const {
+    const bool drops_running = std::any_of(plan.dropped.begin(), plan.dropped.end(),
+                                           [](const DroppedSeq& d) { return d.was_running; });
+    return drops_running && std::any_of(plan.admitted.begin(), plan.admitted.end(),
+                                        [this](SeqId id) { return matches_.count(id) != 0; });
+  }
+
+  void end_dropped(const std::vector<DroppedSeq>& dropped) {
+    for (const DroppedSeq& d : dropped) {
       Status error;
       if (d.reason == FinishReason::kDeadline) {
         error = deadline_exceeded_error("request deadline passed");
@@ -233,6 +246,16 @@ class Scheduler::Loop {
       }
       end(d.id, d.reason, std::move(error));
     }
+  }
+
+  void step() {
+    StepPlan plan = make_plan();
+    // Each round ends the dropped sequences, so this ends.
+    while (drops_what_it_adopts(plan)) {
+      end_dropped(plan.dropped);
+      plan = make_plan();
+    }
+    end_dropped(plan.dropped);
     for (auto it = plan.preempted.rbegin(); it != plan.preempted.rend(); ++it) {
       Sequence& q = seqs_.at(*it);
       s_.allocator_.free_sequence(q.id);

@@ -600,6 +600,44 @@ TEST_CASE("scheduler: requests sharing a cached prefix preempt each other and st
   CHECK(warm.scheduler->kv_check_invariants().ok());
 }
 
+TEST_CASE("scheduler: dropping the holder of a cached prefix a waiting request adopts plans again",
+          "[runtime][scheduler_loop][prefix]") {
+  // 8 blocks. A (32-token prompt P, 2 blocks) and C (20 tokens) run; B (P + 72 tokens, 7 blocks)
+  // waits. A is cancelled after step 2: dropping it frees A's 3 blocks, but B adopting P takes 2
+  // of them back, so B (5 new blocks) does not fit yet and must wait for C. Planned once, the
+  // step would admit B and then run out of blocks in the middle of the pass.
+  const std::vector<int32_t> prompt = long_prompt();
+  const std::vector<int32_t> p(prompt.begin(), prompt.begin() + 32);
+  std::vector<int32_t> b_prompt = p;
+  for (int i = 0; i < 72; ++i) b_prompt.push_back(fox_tokens()[static_cast<size_t>(i) % 20]);
+  Scheduler* scheduler = nullptr;
+  Engine e = make_engine(small_limits(), /*kv_blocks=*/8, 64, false, /*start=*/false,
+                         [&scheduler](int64_t steps) {
+                           if (steps == 2) scheduler->cancel("A");
+                         });
+  scheduler = e.scheduler.get();
+  auto a = scheduler->submit(greedy_request("A", p, 60));
+  auto c = scheduler->submit(greedy_request("C", fox_tokens(), 8));
+  auto b = scheduler->submit(greedy_request("B", b_prompt, 4));
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(c.ok());
+  REQUIRE(scheduler->start().ok());
+  const Outcome oa = collect(a.value());
+  const Outcome oc = collect(c.value());
+  const Outcome ob = collect(b.value());
+  CHECK(oa.reason == FinishReason::kAbort);
+  CHECK(oc.reason == FinishReason::kLength);
+  REQUIRE(ob.finals == 1);
+  CHECK(ob.reason == FinishReason::kLength);
+  CHECK(ob.usage.cached_tokens == 32);
+  Engine cold = make_uncached_engine(small_limits());
+  CHECK(ob.tokens == run_one(*cold.scheduler, greedy_request("B", b_prompt, 4)).tokens);
+  cold.scheduler->stop();
+  e.scheduler->stop();
+  CHECK(e.scheduler->kv_check_invariants().ok());
+}
+
 TEST_CASE("scheduler: drop_prefix_cache forgets the cached blocks; later requests compute again",
           "[runtime][scheduler_loop][prefix]") {
   Engine e = make_engine(small_limits());
