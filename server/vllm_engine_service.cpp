@@ -11,6 +11,7 @@
 
 #include "server/api_key_auth.h"
 #include "server/generate_reactor.h"
+#include "server/kv_events_reactor.h"
 #include "server/wire_message.h"
 #include "tandem/build_info.h"
 
@@ -162,8 +163,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* VllmEngineService::GetTokenizer(
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* VllmEngineService::SubscribeKvEvents(
-    grpc::CallbackServerContext* call, const grpc::ByteBuffer*) {
-  return new FinishedWriteReactor(unimplemented(*call, "SubscribeKvEvents"));
+    grpc::CallbackServerContext* call, const grpc::ByteBuffer* request) {
+  return new KvEventsReactor(context_, call, *request);
 }
 
 grpc::Status VllmEngineService::health_check(wire::HealthCheckResponse* response) const {

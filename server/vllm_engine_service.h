@@ -2,8 +2,8 @@
 // clients speak (see docs/api.md). Every method is registered raw (wire_message.h): the API key is
 // checked first (UNAUTHENTICATED on every method, the unimplemented ones included), then the
 // request is parsed (INVALID_ARGUMENT naming what does not parse), then the method runs. The RPCs
-// Tandem does not do answer UNIMPLEMENTED naming the method: Embed, GetTokenizer,
-// SubscribeKvEvents, StartProfile, StopProfile. FlushCache drops the prefix cache.
+// Tandem does not do answer UNIMPLEMENTED naming the method: Embed, GetTokenizer, StartProfile,
+// StopProfile. FlushCache drops the prefix cache; SubscribeKvEvents streams its events.
 #pragma once
 
 #include <grpcpp/support/byte_buffer.h>

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "engine/base/check.h"
 
@@ -122,6 +123,7 @@ BlockId KvBlockAllocator::take_free_block() {
     TANDEM_CHECK(index_ != nullptr);
     block = index_->pop_oldest_unused();
     TANDEM_CHECK(block >= 0);
+    record_removed(block);
     index_->erase(block);
     ++evictions_;
   }
@@ -176,7 +178,9 @@ Status KvBlockAllocator::adopt_prefix(SeqId seq, std::span<const BlockId> blocks
   table.tokens = tokens;
   table.committed = tokens / block_tokens_;
   if (table.committed > 0) {
-    table.parent = index_->handle(blocks[static_cast<size_t>(table.committed - 1)]);
+    const BlockId last = blocks[static_cast<size_t>(table.committed - 1)];
+    table.parent = index_->handle(last);
+    table.parent_hash = index_->content_hash(last);
   }
   for (const BlockId block : blocks) {
     if (ref_counts_[block]++ == 0) index_->remove_unused(block);
@@ -194,30 +198,57 @@ void KvBlockAllocator::commit(SeqId seq, std::span<const TokenId> tokens) {
   const int64_t full =
       std::min<int64_t>(static_cast<int64_t>(tokens.size()), table.tokens) / block_tokens_;
   for (; table.committed < full && !table.chain_broken; ++table.committed) {
+    // The canonical copy chained through may have been evicted (this sequence held its own
+    // duplicate): nothing after it can be found again, so nothing more is registered.
+    if (!index_->current(table.parent)) {
+      table.chain_broken = true;
+      break;
+    }
     const auto i = static_cast<size_t>(table.committed);
     const std::span<const TokenId> content = tokens.subspan(i * bt, bt);
     const BlockId existing = index_->find(table.parent, content);
     if (existing >= 0) {  // the same content is cached already: chain on through that copy
       table.parent = index_->handle(existing);
+      table.parent_hash = index_->content_hash(existing);
       continue;
     }
     const BlockId block = table.blocks[i];
-    if (index_->is_cached(block) || !index_->insert(table.parent, content, block)) {
+    const bool first = table.parent.block < 0;
+    if (index_->is_cached(block) ||
+        !index_->insert(table.parent, table.parent_hash, content, block)) {
       table.chain_broken = true;  // a hash slot held by another content (a collision)
       break;
     }
+    if (events_enabled_) {
+      KvEvent stored;
+      stored.kind = KvEvent::Kind::kStored;
+      stored.block_hash = static_cast<int64_t>(index_->content_hash(block));
+      if (!first) stored.parent_hash = static_cast<int64_t>(table.parent_hash);
+      stored.token_ids.assign(content.begin(), content.end());
+      events_.push_back(std::move(stored));
+    }
     table.parent = index_->handle(block);
+    table.parent_hash = index_->content_hash(block);
   }
 }
 
 int64_t KvBlockAllocator::drop_unreferenced_cache() {
   if (!index_) return 0;
   int64_t dropped = 0;
+  const size_t events_before = events_.size();
   for (BlockId block = index_->pop_oldest_unused(); block >= 0;
        block = index_->pop_oldest_unused()) {
+    record_removed(block);
     index_->erase(block);
     free_list_.push_back(block);
     ++dropped;
+  }
+  if (events_enabled_ && index_->cached() == 0 && dropped > 0) {
+    // Everything is gone: one "cleared" says it for all the removals.
+    events_.resize(events_before);
+    KvEvent cleared;
+    cleared.kind = KvEvent::Kind::kCleared;
+    events_.push_back(std::move(cleared));
   }
   return dropped;
 }
@@ -275,6 +306,18 @@ void KvBlockAllocator::free_sequence(SeqId seq) {
     release_block(*block);
   }
   tables_.erase(it);
+}
+
+void KvBlockAllocator::record_removed(BlockId block) {
+  if (!events_enabled_) return;
+  KvEvent removed;
+  removed.kind = KvEvent::Kind::kRemoved;
+  removed.block_hash = static_cast<int64_t>(index_->content_hash(block));
+  events_.push_back(std::move(removed));
+}
+
+std::vector<KvEvent> KvBlockAllocator::take_events() {
+  return std::exchange(events_, {});
 }
 
 Status KvBlockAllocator::check_invariants() const {

@@ -11,6 +11,7 @@
 
 #include "engine/base/result.h"
 #include "engine/base/status.h"
+#include "engine/runtime/kv_event_log.h"
 #include "engine/runtime/kv_prefix_index.h"
 
 namespace tandem::runtime {
@@ -113,6 +114,12 @@ class KvBlockAllocator {
   // forgotten. Referenced cached blocks stay cached.
   int64_t drop_unreferenced_cache();
 
+  // With events on (and prefix caching), every registration, eviction and drop is recorded as a
+  // KvEvent (a drop that leaves nothing cached as one kCleared) until take_events() hands them
+  // over, oldest first.
+  void set_events(bool on) { events_enabled_ = on && index_ != nullptr; }
+  std::vector<KvEvent> take_events();
+
   // Blocks grow(seq, tokens) would take from the free list (new blocks plus copy-on-write
   // copies); works for unknown sequences (counts from zero).
   int64_t blocks_needed(SeqId seq, int64_t tokens) const;
@@ -141,6 +148,7 @@ class KvBlockAllocator {
     int64_t tokens = 0;
     int64_t committed = 0;      // leading blocks commit() has handled
     PrefixParent parent;        // the chain handle after them (the canonical cached copy)
+    uint64_t parent_hash = 0;   // its content hash
     bool chain_broken = false;  // a hash slot was taken: later blocks are not registered
   };
 
@@ -150,6 +158,7 @@ class KvBlockAllocator {
   void release_block(BlockId block);
   // The table's last block must be replaced by a private copy before the next write into it.
   bool last_needs_copy(const Table& table) const;
+  void record_removed(BlockId block);
 
   int64_t block_tokens_ = 0;
   int64_t block_bytes_ = 0;
@@ -158,6 +167,8 @@ class KvBlockAllocator {
   std::unordered_map<SeqId, Table> tables_;
   std::unique_ptr<KvPrefixIndex> index_;  // null without prefix caching
   int64_t evictions_ = 0;
+  bool events_enabled_ = false;
+  std::vector<KvEvent> events_;
 };
 
 }  // namespace tandem::runtime

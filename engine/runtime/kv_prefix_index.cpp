@@ -50,6 +50,12 @@ std::span<const TokenId> KvPrefixIndex::tokens_of(BlockId block) const {
       static_cast<size_t>(block_tokens_));
 }
 
+uint64_t KvPrefixIndex::content_hash(BlockId block) const {
+  const Entry& e = entry(block);
+  TANDEM_CHECK(e.cached);
+  return e.content_hash;
+}
+
 PrefixParent KvPrefixIndex::handle(BlockId block) const {
   const Entry& e = entry(block);
   TANDEM_CHECK(e.cached);
@@ -68,7 +74,14 @@ BlockId KvPrefixIndex::find(PrefixParent parent, std::span<const TokenId> tokens
   return it->second;
 }
 
-bool KvPrefixIndex::insert(PrefixParent parent, std::span<const TokenId> tokens, BlockId block) {
+bool KvPrefixIndex::current(PrefixParent parent) const {
+  if (parent.block < 0) return true;
+  const Entry& e = entry(parent.block);
+  return e.cached && e.generation == parent.generation;
+}
+
+bool KvPrefixIndex::insert(PrefixParent parent, uint64_t parent_hash,
+                           std::span<const TokenId> tokens, BlockId block) {
   TANDEM_CHECK(static_cast<int64_t>(tokens.size()) == block_tokens_);
   Entry& e = entry(block);
   TANDEM_CHECK(!e.cached);
@@ -78,6 +91,9 @@ bool KvPrefixIndex::insert(PrefixParent parent, std::span<const TokenId> tokens,
   e.generation = next_generation_++;
   e.key = key;
   e.parent = parent;
+  uint64_t chain = parent.block < 0 ? 0x243f6a8885a308d3ULL : parent_hash;
+  for (const TokenId t : tokens) chain = mix(chain ^ static_cast<uint32_t>(t));
+  e.content_hash = chain;
   std::copy(tokens.begin(), tokens.end(),
             tokens_.begin() + static_cast<ptrdiff_t>(block) * block_tokens_);
   ++cached_;

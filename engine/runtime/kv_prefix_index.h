@@ -48,7 +48,16 @@ class KvPrefixIndex {
   BlockId find(PrefixParent parent, std::span<const TokenId> tokens) const;
   // Registers an uncached block as holding `tokens` after `parent`. False (nothing changes) when
   // another block already holds that content or its hash slot (a collision, which keeps the old).
-  bool insert(PrefixParent parent, std::span<const TokenId> tokens, BlockId block);
+  // `parent_hash`: the parent's content_hash (ignored for the sequence start).
+  bool insert(PrefixParent parent, uint64_t parent_hash, std::span<const TokenId> tokens,
+              BlockId block);
+  // Whether `parent` still names the content it named when taken (a cached block of the same
+  // generation, or the sequence start).
+  bool current(PrefixParent parent) const;
+  // The content hash of a cached block: a chain over its tokens and its parents' from position
+  // 0, independent of block ids, so equal prefixes hash alike in every process (KV events). Not
+  // used for lookups.
+  uint64_t content_hash(BlockId block) const;
   // Forgets a cached block (it must not be in the LRU list).
   void erase(BlockId block);
 
@@ -65,6 +74,7 @@ class KvPrefixIndex {
     bool in_lru = false;
     uint64_t generation = 0;
     uint64_t key = 0;
+    uint64_t content_hash = 0;
     PrefixParent parent;
     BlockId prev = -1;  // LRU neighbours (towards the old end / the recent end)
     BlockId next = -1;

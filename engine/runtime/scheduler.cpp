@@ -91,6 +91,7 @@ class Scheduler::Loop {
     s_.load_kv_evicted_.store(s_.allocator_.evictions(), std::memory_order_relaxed);
     if (waiting_.empty()) s_.load_waiting_uncached_.store(0, std::memory_order_relaxed);
     s_.heartbeat_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    s_.kv_events_.publish(s_.allocator_.take_events());
   }
 
   // Answers drop_prefix_cache: every unreferenced cached block becomes a plain free block.
@@ -98,6 +99,7 @@ class Scheduler::Loop {
     PrefixCacheDrop result;
     result.dropped_blocks = s_.allocator_.drop_unreferenced_cache();
     result.held_blocks = s_.allocator_.cached_blocks();
+    s_.kv_events_.publish(s_.allocator_.take_events());  // before the caller hears it is done
     {
       std::lock_guard<std::mutex> lock(s_.drop_mu_);
       s_.drop_answered_ = s_.drop_requested_;
@@ -533,6 +535,7 @@ Scheduler::Scheduler(std::unique_ptr<ModelRunner> runner, SchedulerOptions optio
       allocator_(std::move(allocator)),
       pool_(std::move(pool)) {
   budget_ = KvBudget{allocator_.total_blocks(), allocator_.block_tokens()};
+  allocator_.set_events(true);
   queue_ = std::make_unique<RequestQueue>(options_.queue_capacity,
                                           [this](const Request& r) { return validate(r); });
   loop_ = std::make_unique<Loop>(*this);
@@ -648,6 +651,7 @@ void Scheduler::stop(StopMode mode) {
   if (stop_requested_.load(std::memory_order_acquire) && !thread_.joinable()) return;
   stop_mode_.store(static_cast<int>(mode));
   queue_->close();
+  kv_events_.close();  // subscribers end; nothing more is published
   // After close(): the loop's next drain sees every accepted request.
   stop_requested_.store(true, std::memory_order_release);
   if (thread_.joinable()) {

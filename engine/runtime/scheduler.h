@@ -16,6 +16,7 @@
 #include "engine/base/result.h"
 #include "engine/base/status.h"
 #include "engine/runtime/kv_block_allocator.h"
+#include "engine/runtime/kv_event_log.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/paged_kv_cache.h"
 #include "engine/runtime/request_queue.h"
@@ -146,6 +147,9 @@ class Scheduler {
   // `reason` (an error) at the loop's next iteration, and later submits fail UNAVAILABLE with
   // its message. The first reason is kept. The loop keeps running (idle) until stop().
   void fail(Status reason);
+  // Any thread: what the prefix cache did, in numbered batches (published after every step that
+  // changed it; closed by stop()). Empty without prefix caching.
+  KvEventLog& kv_events() { return kv_events_; }
   // Any thread: the reason given to fail() (or by weights_check), OK while serving.
   Status failure() const;
   // Any thread: the latest published load.
@@ -190,6 +194,7 @@ class Scheduler {
   KvBudget budget_;
   KvBlockAllocator allocator_;
   std::unique_ptr<KvPool> pool_;  // declared before loop_: the sequences' caches point into it
+  KvEventLog kv_events_;
   std::unique_ptr<RequestQueue> queue_;
   std::unique_ptr<Loop> loop_;
   std::thread thread_;

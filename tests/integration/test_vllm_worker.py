@@ -555,6 +555,74 @@ def test_flush_cache_drops_what_the_prefix_cache_held(tiny):
     assert list(after.output_ids) == list(again.output_ids)
 
 
+def test_kv_events_stream_what_the_prefix_cache_stores_and_clears(tiny):
+    """SubscribeKvEvents: a request's full blocks arrive as `stored` events (16 token ids each,
+    chained by parent hash), FlushCache as `cleared`; resuming after a batch replays the rest."""
+    call = tiny.vllm.SubscribeKvEvents(common_pb2.SubscribeKvEventsRequest(), timeout=60,
+                                       metadata=tiny.metadata())
+    batches = []
+
+    def read():
+        try:
+            for b in call:
+                batches.append(b)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.CANCELLED, e
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(0.3)  # subscribed before the request
+    prompt = [int(t) for t in reversed(REF_F32["prompts"][0]["tokens"])] * 3  # 60 tokens
+    generate(tiny, prompt, max_tokens=1, ignore_eos=True)
+
+    def events(kind):
+        return [e for b in batches for e in b.events if e.WhichOneof("data") == kind]
+
+    deadline = time.monotonic() + 10
+    while len(events("stored")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stored = [e.stored for e in events("stored")]
+    assert len(stored) == 3, batches  # 60 prompt tokens: 3 full blocks
+    for i, s in enumerate(stored):
+        assert list(s.blocks[0].token_ids) == prompt[16 * i:16 * (i + 1)]
+        assert s.blocks[0].block_size == 16
+        if i == 0:
+            assert not s.HasField("parent_block_hash")
+        else:
+            assert s.parent_block_hash == stored[i - 1].blocks[0].block_hash
+    assert [b.sequence_number for b in batches] == sorted({b.sequence_number for b in batches})
+    first = batches[0].sequence_number
+    flushed = tiny.vllm.FlushCache(common_pb2.FlushCacheRequest(), timeout=30,
+                                   metadata=tiny.metadata())
+    assert flushed.success
+    deadline = time.monotonic() + 10
+    while not events("cleared") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert events("cleared"), batches
+    call.cancel()
+    reader.join(timeout=10)
+    # Resuming after the first batch replays the later ones, numbered as before.
+    resumed = tiny.vllm.SubscribeKvEvents(
+        common_pb2.SubscribeKvEventsRequest(start_sequence_number=first), timeout=60,
+        metadata=tiny.metadata())
+    replay = next(iter(resumed))
+    assert replay.sequence_number == first + 1
+    resumed.cancel()
+
+
+def test_kv_events_stream_ends_when_the_daemon_drains(tandemd):
+    daemon = tandemd(f"--model.path={TINY_F32}")
+    call = daemon.vllm.SubscribeKvEvents(common_pb2.SubscribeKvEventsRequest(), timeout=60,
+                                         metadata=daemon.metadata())
+    time.sleep(0.3)
+    started = time.monotonic()
+    daemon.signal()
+    assert list(call) == []  # ends OK, not cancelled by a shutdown deadline
+    assert call.code() == grpc.StatusCode.OK
+    assert daemon.wait_exit() == 0
+    assert time.monotonic() - started < 10
+
+
 def generate_samples(daemon, input_ids, *, stream, **sampling):
     """One Generate call with n samples; returns {index: (streamed ids, complete)}."""
     req = pb.GenerateRequest(request_id=new_id("n"), stream=stream,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/runtime/kv_block_allocator.h"
+#include "engine/runtime/kv_event_log.h"
 #include "engine/runtime/paged_kv_cache.h"
 
 namespace tandem::runtime {
@@ -212,6 +213,86 @@ TEST_CASE("prefix cache off: nothing is committed or matched, freed blocks are p
   CHECK(kv.drop_unreferenced_cache() == 0);
   CHECK(kv.free_blocks() == 4);
   CHECK(kv.check_invariants().ok());
+}
+
+TEST_CASE("prefix cache events: stored blocks chain by content hash; evictions and drops",
+          "[kv][prefix][events]") {
+  KvBlockAllocator kv = make_cached(4);
+  kv.set_events(true);
+  const auto tokens = iota_tokens(8);
+  run_and_free(kv, 1, tokens);
+  std::vector<KvEvent> events = kv.take_events();
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].kind == KvEvent::Kind::kStored);
+  CHECK_FALSE(events[0].parent_hash.has_value());
+  CHECK(events[0].token_ids == std::vector<TokenId>(tokens.begin(), tokens.begin() + 4));
+  CHECK(events[1].parent_hash == events[0].block_hash);
+  CHECK(events[1].token_ids == std::vector<TokenId>(tokens.begin() + 4, tokens.end()));
+  CHECK(kv.take_events().empty());
+  // The hashes depend on the tokens only: another allocator (another replica) agrees, whatever
+  // block ids it used.
+  KvBlockAllocator other = make_cached(6);
+  other.set_events(true);
+  REQUIRE(other.grow(9, 3).ok());  // shifts the block ids
+  run_and_free(other, 1, tokens);
+  const std::vector<KvEvent> again = other.take_events();
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].block_hash == events[0].block_hash);
+  CHECK(again[1].block_hash == events[1].block_hash);
+  // A different first block changes every hash after it.
+  auto changed = tokens;
+  changed[0] = 1;
+  run_and_free(other, 2, changed);
+  const std::vector<KvEvent> third = other.take_events();
+  REQUIRE(third.size() == 2);
+  CHECK(third[1].token_ids == events[1].token_ids);
+  CHECK(third[1].block_hash != events[1].block_hash);
+  // Evictions are removals of those hashes; a drop that leaves nothing cached is one "cleared".
+  REQUIRE(kv.grow(3, 16).ok());  // the 2 free blocks + the 2 cached ones, evicted
+  events = kv.take_events();
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].kind == KvEvent::Kind::kRemoved);
+  CHECK(events[1].kind == KvEvent::Kind::kRemoved);
+  kv.free_sequence(3);
+  CHECK(kv.drop_unreferenced_cache() == 0);
+  CHECK(kv.take_events().empty());
+  run_and_free(kv, 4, tokens);
+  kv.take_events();
+  CHECK(kv.drop_unreferenced_cache() == 2);
+  events = kv.take_events();
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == KvEvent::Kind::kCleared);
+}
+
+TEST_CASE("kv event log: numbered batches, replay, loss and close wake the listeners",
+          "[kv][events]") {
+  KvEventLog log(2);
+  int woken = 0;
+  const uint64_t id = log.add_listener([&woken] { ++woken; });
+  log.publish({});  // nothing to say: no batch
+  CHECK(log.last() == 0);
+  for (int i = 0; i < 3; ++i) log.publish({KvEvent{}});
+  CHECK(woken == 3);
+  CHECK(log.last() == 3);
+  bool lost = false;
+  std::vector<KvEventBatch> batches = log.since(0, 10, &lost);
+  CHECK(lost);  // batch 1 fell out of the 2 kept
+  REQUIRE(batches.size() == 2);
+  CHECK(batches[0].sequence_number == 2);
+  CHECK(batches[1].sequence_number == 3);
+  batches = log.since(2, 10, &lost);
+  CHECK_FALSE(lost);
+  REQUIRE(batches.size() == 1);
+  CHECK(log.since(3, 10, &lost).empty());
+  CHECK_FALSE(lost);
+  log.close();
+  CHECK(woken == 4);
+  CHECK(log.closed());
+  log.publish({KvEvent{}});
+  CHECK(log.last() == 3);
+  log.remove_listener(id);
+  log.close();
+  CHECK(woken == 4);
 }
 
 // Row p of a paged view's keys.

@@ -449,8 +449,7 @@ TEST_CASE("the methods Tandem does not implement check the API key first", "[ser
   config::Config c;
   c.server.api_keys = {"secret-key-1"};
   Served s(c, /*serve=*/false);
-  const std::vector<std::string> methods = {"Embed", "StartProfile", "StopProfile", "GetTokenizer",
-                                            "SubscribeKvEvents"};
+  const std::vector<std::string> methods = {"Embed", "StartProfile", "StopProfile", "GetTokenizer"};
   for (const std::string& m : methods) {
     INFO(m);
     const std::string method = "/vllm.grpc.engine.VllmEngine/" + m;
