@@ -146,10 +146,12 @@ class KvBlockAllocator {
   struct Table {
     std::vector<BlockId> blocks;
     int64_t tokens = 0;
-    int64_t committed = 0;      // leading blocks commit() has handled
-    PrefixParent parent;        // the chain handle after them (the canonical cached copy)
-    uint64_t parent_hash = 0;   // its content hash
-    bool chain_broken = false;  // a hash slot was taken: later blocks are not registered
+    int64_t committed = 0;     // leading blocks commit() has handled
+    PrefixParent parent;       // the chain handle after them (the canonical cached copy)
+    uint64_t parent_hash = 0;  // its content hash
+    // A hash slot was taken, or the canonical copy chained through was evicted: later blocks
+    // are not registered.
+    bool chain_broken = false;
   };
 
   KvBlockAllocator(int64_t block_tokens, int64_t block_bytes, int64_t num_blocks,
