@@ -69,9 +69,23 @@ json spec_json(const ModelSpec& s) {
       {"attn_sinks", s.attn_sinks},
       {"sliding_window", s.sliding_window},
       {"swa_layers", s.swa_layers},
-      {"routing",
-       s.routing == model::RoutingPolicy::kSoftmaxTopK ? "softmax_topk" : "topk_softmax"},
+      {"attention", model::attention_kind_name(s.attention)},
+      {"attn_scale", s.attn_scale},
+      {"mla", s.attention != model::AttentionKind::kMla
+                  ? json(nullptr)
+                  : json{{"q_lora_rank", s.mla.q_lora_rank},
+                         {"kv_lora_rank", s.mla.kv_lora_rank},
+                         {"qk_nope_head_dim", s.mla.qk_nope_dim},
+                         {"qk_rope_head_dim", s.mla.qk_rope_dim},
+                         {"v_head_dim", s.mla.v_head_dim},
+                         {"kv_b_layout", s.mla.split_kv_b ? "split" : "legacy"},
+                         {"cache_floats_per_token_layer", s.mla.cache_row()}}},
+      {"routing", model::routing_policy_name(s.routing)},
       {"router_bias", s.router_bias},
+      {"router_selection_bias", s.router_selection_bias},
+      {"expert_groups", s.n_expert_groups},
+      {"expert_groups_used", s.n_expert_groups_used},
+      {"expert_weights_scale", s.expert_weights_scale},
       {"expert_activation",
        s.expert_activation == model::ExpertActivation::kSwiGlu ? "swiglu" : "swiglu_oai"},
       {"expert_bias", s.expert_bias},
@@ -172,13 +186,24 @@ std::string to_text(const Checkpoint& c, const CheckpointSizes& sz) {
                        std::to_string(s.n_experts_used) + ", expert ffn " +
                        std::to_string(s.expert_ffn_size) +
                        ", renormalised top-k: " + (s.norm_topk_prob ? "yes" : "no"));
-    if (s.routing == model::RoutingPolicy::kTopKSoftmax || s.router_bias || s.expert_bias ||
+    if (s.routing != model::RoutingPolicy::kSoftmaxTopK || s.router_bias || s.expert_bias ||
         s.expert_activation != model::ExpertActivation::kSwiGlu) {
+      const std::string groups = s.n_expert_groups > 1
+                                     ? ", best " + std::to_string(s.n_expert_groups_used) + " of " +
+                                           std::to_string(s.n_expert_groups) + " expert groups"
+                                     : "";
+      char scale[48] = "";
+      if (s.expert_weights_scale != 1.0) {
+        std::snprintf(scale, sizeof(scale), ", weights x %g", s.expert_weights_scale);
+      }
       append_line(
           o, std::string("routing:       ") +
-                 (s.routing == model::RoutingPolicy::kTopKSoftmax ? "top-k logits, then softmax"
-                                                                  : "softmax, then top-k") +
-                 (s.router_bias ? ", router bias" : "") + "; experts " +
+                 (s.routing == model::RoutingPolicy::kTopKSoftmax   ? "top-k logits, then softmax"
+                  : s.routing == model::RoutingPolicy::kSigmoidTopK ? "sigmoid, then top-k"
+                                                                    : "softmax, then top-k") +
+                 (s.router_bias ? ", router bias" : "") +
+                 (s.router_selection_bias ? ", selection bias" : "") + groups + scale +
+                 "; experts " +
                  (s.expert_activation == model::ExpertActivation::kSwiGluOai
                       ? "clamped SwiGLU (GPT-OSS)"
                       : "SwiGLU") +
@@ -191,6 +216,16 @@ std::string to_text(const Checkpoint& c, const CheckpointSizes& sz) {
                          (s.attn_out_bias ? "output bias, " : "") + "sliding window " +
                          std::to_string(s.sliding_window) + " on " + std::to_string(windowed) +
                          " of " + std::to_string(s.n_layers) + " layers");
+    }
+    if (s.attention == model::AttentionKind::kMla) {
+      const model::MlaSpec& m = s.mla;
+      append_line(o, "attention:     MLA (absorbed), q_lora " + std::to_string(m.q_lora_rank) +
+                         ", kv_lora " + std::to_string(m.kv_lora_rank) + ", qk " +
+                         std::to_string(m.qk_nope_dim) + " + rope " +
+                         std::to_string(m.qk_rope_dim) + ", v " + std::to_string(m.v_head_dim) +
+                         "; KV cache " + std::to_string(m.cache_row()) +
+                         " floats per token and layer" +
+                         (m.split_kv_b ? "" : " (legacy attn_kv_b, split at load)"));
     }
     if (s.n_shared_experts > 0) {
       append_line(o, "shared expert: " + std::to_string(s.n_shared_experts) + " x ffn " +

@@ -23,15 +23,28 @@ struct Routing {
 // How a layer's router logits become routing weights (from the ModelSpec).
 struct RouterRecipe {
   model::RoutingPolicy policy = model::RoutingPolicy::kSoftmaxTopK;
-  bool renormalize = false;  // ModelSpec::norm_topk_prob (kSoftmaxTopK only)
+  bool renormalize = false;  // ModelSpec::norm_topk_prob (kSoftmaxTopK, kSigmoidTopK)
+  // Group-limited selection (ModelSpec::n_expert_groups; 0 or 1 = none) and the weight scale
+  // (ModelSpec::expert_weights_scale), for kSoftmaxTopK and kSigmoidTopK.
+  size_t n_groups = 0;
+  size_t n_groups_used = 0;
+  float scale = 1.0f;
 };
 
-// From router logits [n_tokens x n_experts] (overwritten). kSoftmaxTopK: p = softmax(logits row),
-// the k largest p (kernels::top_k), and, when renormalize, each weight divided by the float sum
-// of the k selected ones (in slot order). kTopKSoftmax: the k largest logits (kernels::top_k),
-// weights = softmax over those k (kernels::softmax). k <= n_experts (a bug otherwise). Any thread.
+// From router logits [n_tokens x n_experts] (overwritten), as llama.cpp's build_moe_ffn:
+//  kTopKSoftmax: the k largest logits (kernels::top_k), weights = softmax over those k
+//    (kernels::softmax).
+//  kSoftmaxTopK / kSigmoidTopK: p = softmax(logits row) / sigmoid(logits); selection scores
+//    s = p + selection_bias (when not empty: n_experts floats); with n_groups > 1 the experts
+//    form n_groups groups of consecutive ids, each scored by the sum of its 2 largest s, and
+//    every expert outside the n_groups_used best groups gets s = -inf; the k largest s
+//    (kernels::top_k; ties to the lower id) are chosen, weighted by their unbiased p; when
+//    renormalize, each weight is divided by max(sum of the k, 6.103515625e-5) (float, slot
+//    order); then, when scale != 1, multiplied by scale.
+// Without bias and groups the choice is kernels::top_k of p itself. k <= n_experts and group
+// sizes are checked (bugs otherwise: ModelSpec validation rejects bad ones). Any thread.
 void route(std::span<float> router_logits, size_t n_tokens, size_t n_experts, size_t k,
-           const RouterRecipe& recipe, Routing& out);
+           const RouterRecipe& recipe, Routing& out, std::span<const float> selection_bias = {});
 
 // The pairs of a Routing grouped by expert: expert_ids[i] (ascending, active experts only) owns
 // pairs[offsets[i] .. offsets[i + 1]), in ascending pair (= token) order.

@@ -11,7 +11,8 @@ namespace {
 // Facts: llama.cpp's build_moe_ffn arguments and hard-coded constants per arch
 // (src/models/*.cpp); transformers' modeling files for Q/K norm shapes, biases and shared experts.
 constexpr LayerRecipe kQwen3MoeRecipe{.qk_norm = QkNorm::kPerHead, .default_norm_topk_prob = true};
-constexpr LayerRecipe kQwen2MoeRecipe{.qkv_bias = true, .shared_expert = true};
+constexpr LayerRecipe kQwen2MoeRecipe{.qkv_bias = true,
+                                      .shared_expert = SharedExpertKind::kSigmoidGated};
 constexpr LayerRecipe kMixtralRecipe{.default_norm_topk_prob = true};
 constexpr LayerRecipe kOlmoeRecipe{.qk_norm = QkNorm::kWholeProjection};
 constexpr LayerRecipe kGptOssRecipe{.qkv_bias = true,
@@ -22,6 +23,12 @@ constexpr LayerRecipe kGptOssRecipe{.qkv_bias = true,
                                     .router_bias = true,
                                     .activation = ExpertActivation::kSwiGluOai,
                                     .expert_bias = true};
+// DeepSeek-V2/V3, Kimi-K2 (llama.cpp src/models/deepseek2.cpp): MLA, sigmoid routing with an
+// optional selection bias (the gating key may say softmax: spec_from_gguf), a plain shared expert.
+constexpr LayerRecipe kDeepseek2Recipe{.attention = AttentionKind::kMla,
+                                       .routing = RoutingPolicy::kSigmoidTopK,
+                                       .selection_bias = true,
+                                       .shared_expert = SharedExpertKind::kPlain};
 
 constexpr std::array kArchitectures = {
     ArchitectureTraits{Architecture::kQwen3Moe, "qwen3moe", "qwen3moe", "qwen3_moe",
@@ -35,9 +42,27 @@ constexpr std::array kArchitectures = {
                        kOlmoeRecipe, "ffn_norm", false},
     ArchitectureTraits{Architecture::kGptOss, "gpt-oss", "gpt-oss", "gpt_oss", "GptOssForCausalLM",
                        kGptOssRecipe, "post_attention_norm", false},
+    ArchitectureTraits{Architecture::kDeepseek2, "deepseek2", "deepseek2", "deepseek_v3",
+                       "DeepseekV3ForCausalLM", kDeepseek2Recipe, "ffn_norm", false},
 };
 
 }  // namespace
+
+std::string_view routing_policy_name(RoutingPolicy policy) {
+  switch (policy) {
+    case RoutingPolicy::kSoftmaxTopK:
+      return "softmax_topk";
+    case RoutingPolicy::kTopKSoftmax:
+      return "topk_softmax";
+    case RoutingPolicy::kSigmoidTopK:
+      return "sigmoid_topk";
+  }
+  return "unknown";
+}
+
+std::string_view attention_kind_name(AttentionKind kind) {
+  return kind == AttentionKind::kMla ? "mla" : "gqa";
+}
 
 std::span<const ArchitectureTraits> architectures() {
   return kArchitectures;

@@ -11,7 +11,7 @@
 
 namespace tandem::model {
 
-enum class Architecture { kQwen3Moe, kQwen2Moe, kMixtral, kOlmoe, kGptOss };
+enum class Architecture { kQwen3Moe, kQwen2Moe, kMixtral, kOlmoe, kGptOss, kDeepseek2 };
 
 // Where the Q/K RMSNorm weights apply: over each head (Qwen3-MoE, weight [head_dim]) or over the
 // whole projection (OLMoE, weight [n_heads * head_dim] / [n_kv_heads * head_dim]).
@@ -22,7 +22,21 @@ enum class QkNorm { kNone, kPerHead, kWholeProjection };
 //                Qwen2/3-MoE, Mixtral, OLMoE.
 //  kTopKSoftmax: the k largest raw logits, then softmax over those k only: GPT-OSS
 //                (llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT).
-enum class RoutingPolicy { kSoftmaxTopK, kTopKSoftmax };
+//  kSigmoidTopK: p = sigmoid(logits); the k largest p + selection bias (when the layer has one),
+//                optionally within the best expert groups; weights are the unbiased p of those
+//                k (then optionally renormalised): DeepSeek-V3 / Kimi-K2, GLM-4.5.
+enum class RoutingPolicy { kSoftmaxTopK, kTopKSoftmax, kSigmoidTopK };
+
+// How a layer computes attention.
+//  kGqa: per-head Q, K, V projections (grouped-query; equal head counts = MHA).
+//  kMla: DeepSeek's multi-head latent attention in the absorbed form: a compressed KV row
+//        (kv_lora_rank latent values + one shared RoPE key part) is what the cache holds, and
+//        each head's query is mapped into the latent space (ModelSpec::mla).
+enum class AttentionKind { kGqa, kMla };
+
+// The shared expert next to the routed ones: none, plain (added as it is: DeepSeek), or scaled by
+// a sigmoid gate (Qwen2-MoE).
+enum class SharedExpertKind { kNone, kPlain, kSigmoidGated };
 
 // The nonlinearity between an expert's gate/up and down projections.
 //  kSwiGlu:    silu(gate) * up.
@@ -34,6 +48,7 @@ enum class ExpertActivation { kSwiGlu, kSwiGluOai };
 // common pre-norm GQA attention + MoE FFN. One row per architecture in the table below; the spec
 // readers copy it into the ModelSpec.
 struct LayerRecipe {
+  AttentionKind attention = AttentionKind::kGqa;
   QkNorm qk_norm = QkNorm::kNone;
   bool qkv_bias = false;       // q/k/v projections have biases (Qwen2-MoE, GPT-OSS)
   bool attn_out_bias = false;  // the output projection has a bias (GPT-OSS)
@@ -43,9 +58,12 @@ struct LayerRecipe {
   bool sliding_window = false;
   RoutingPolicy routing = RoutingPolicy::kSoftmaxTopK;
   bool router_bias = false;  // the router has a bias (GPT-OSS)
+  // The router may carry a selection bias added for choosing experts only (DeepSeek-V3's
+  // e_score_correction_bias, GGUF exp_probs_b): optional per file.
+  bool selection_bias = false;
   ExpertActivation activation = ExpertActivation::kSwiGlu;
-  bool expert_bias = false;    // expert gate/up/down projections have biases (GPT-OSS)
-  bool shared_expert = false;  // one shared expert with a sigmoid gate (Qwen2-MoE)
+  bool expert_bias = false;  // expert gate/up/down projections have biases (GPT-OSS)
+  SharedExpertKind shared_expert = SharedExpertKind::kNone;
   // Top-k renormalisation when the file does not say (GGUF never does for these archs; llama.cpp
   // hard-codes it per arch: true for qwen3moe and llama/Mixtral, false for qwen2moe and olmoe).
   bool default_norm_topk_prob = false;
@@ -66,6 +84,10 @@ struct ArchitectureTraits {
   // mlp.experts.E.{gate,up,down}_proj.
   bool mixtral_names;
 };
+
+// "softmax_topk", "topk_softmax", "sigmoid_topk"; "gqa", "mla" (inspect's names).
+std::string_view routing_policy_name(RoutingPolicy policy);
+std::string_view attention_kind_name(AttentionKind kind);
 
 // The whole table, in the order of the "supported:" list.
 std::span<const ArchitectureTraits> architectures();

@@ -1,7 +1,10 @@
 // spec_from_gguf: reading <arch>.* and tokenizer.ggml.* metadata into a ModelSpec.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "engine/model/architecture_spec.h"
 
@@ -121,6 +124,87 @@ void read_sliding_window(const GgufFile& file, const std::string& p, KeyReader& 
   for (size_t i = 0; i < n; ++i) s.swa_layers[i] = period == 0 || i % period < period - 1;
 }
 
+// llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE values.
+constexpr uint64_t kGatingSoftmax = 1;
+constexpr uint64_t kGatingSigmoid = 2;
+
+// deepseek2: MLA sizes, the router, the shared expert, DeepSeek's YaRN attention factor
+// (llama.cpp's load_arch_hparams and graph for deepseek2; shared/data/tiny-deepseek2/README.md).
+//  - Layout: key_length_mla + value_length_mla present = split attn_k_b / attn_v_b, one KV head,
+//    key_length = kv_lora + rope; absent = legacy attn_kv_b, key/value_length the head sizes.
+//  - No expert_gating_func: softmax (DeepSeek-V2 files), except GLM-4.7-Lite (47/48 layers,
+//    vocab 154880: sigmoid), as llama.cpp guesses.
+//  - rope.scaling.yarn_log_multiplier holds 0.1 x mscale_all_dim.
+void read_deepseek2(const GgufFile& file, const std::string& p, KeyReader& keys, ModelSpec& s) {
+  MlaSpec& m = s.mla;
+  m.kv_lora_rank = keys.required_u64(p + "attention.kv_lora_rank");
+  m.qk_rope_dim = keys.required_u64(p + "rope.dimension_count");
+  const uint64_t key_length = keys.required_u64(p + "attention.key_length");
+  const uint64_t value_length = keys.required_u64(p + "attention.value_length");
+  const std::optional<uint64_t> k_mla = keys.optional_u64(p + "attention.key_length_mla");
+  const std::optional<uint64_t> v_mla = keys.optional_u64(p + "attention.value_length_mla");
+  m.split_kv_b = k_mla.has_value() && v_mla.has_value();
+  const uint64_t q_head = m.split_kv_b ? *k_mla : key_length;
+  m.v_head_dim = m.split_kv_b ? *v_mla : value_length;
+  if (q_head <= m.qk_rope_dim) {
+    keys.problem(p + "attention.key_length" + (m.split_kv_b ? "_mla" : "") + " (" +
+                 std::to_string(q_head) + ") must exceed rope.dimension_count (" +
+                 std::to_string(m.qk_rope_dim) + ")");
+  } else {
+    m.qk_nope_dim = q_head - m.qk_rope_dim;
+  }
+  if (m.split_kv_b && (key_length != m.cache_row() || value_length != m.kv_lora_rank)) {
+    keys.problem(p + "attention.key_length / value_length (" + std::to_string(key_length) + " / " +
+                 std::to_string(value_length) + ") should be kv_lora_rank + rope (" +
+                 std::to_string(m.cache_row()) + ") / kv_lora_rank (" +
+                 std::to_string(m.kv_lora_rank) + ") in the MLA layout");
+  }
+  const bool has_q_a = file.find_tensor("blk.0.attn_q_a.weight") != nullptr;
+  m.q_lora_rank = has_q_a ? keys.required_u64(p + "attention.q_lora_rank") : 0;
+  // Whatever head_count_kv says (1 in the MLA layout, n_heads in the legacy one): one latent row.
+  s.n_kv_heads = 1;
+  s.head_dim = m.cache_row();
+  s.head_dim_explicit = true;
+  s.rope.n_dims = m.qk_rope_dim;
+  s.rope.type = RopeType::kNormal;  // GGUF deepseek2 is LLAMA_ROPE_TYPE_NORM
+
+  s.n_expert_groups = keys.optional_u64(p + "expert_group_count").value_or(0);
+  s.n_expert_groups_used = keys.optional_u64(p + "expert_group_used_count").value_or(0);
+  s.expert_weights_scale = keys.optional_f64(p + "expert_weights_scale").value_or(0.0);
+  if (s.expert_weights_scale == 0.0) s.expert_weights_scale = 1.0;  // llama.cpp skips 0 and 1
+  std::optional<uint64_t> gating = keys.optional_u64(p + "expert_gating_func");
+  if (!gating || *gating == 0) {
+    const bool glm47_lite = (s.n_layers == 47 || s.n_layers == 48) && s.vocab_size == 154880;
+    gating = glm47_lite ? kGatingSigmoid : kGatingSoftmax;
+  }
+  if (*gating == kGatingSoftmax) {
+    s.routing = RoutingPolicy::kSoftmaxTopK;
+  } else if (*gating == kGatingSigmoid) {
+    s.routing = RoutingPolicy::kSigmoidTopK;
+  } else {
+    keys.problem(p + "expert_gating_func " + std::to_string(*gating) +
+                 " is not supported for deepseek2 (1 = softmax, 2 = sigmoid)");
+  }
+  s.router_selection_bias =
+      file.find_tensor("blk." + std::to_string(s.n_layers - 1) + ".exp_probs_b.bias") != nullptr;
+  s.n_shared_experts = keys.required_u64(p + "expert_shared_count");
+  s.shared_expert_ffn_size = s.expert_ffn_size * s.n_shared_experts;
+  s.shared_expert_gate = false;
+
+  // The softmax scale (llama.cpp's kq_scale, float arithmetic as there): with YaRN,
+  // mscale = 1 + 0.1 mscale_all_dim ln(factor), or 1 + 0.1 ln(factor) without the key.
+  float mscale = 1.0f;
+  if (s.rope.scaling == RopeScalingType::kYarn && s.rope.scaling_factor > 1.0) {
+    const float log_factor = std::log(static_cast<float>(s.rope.scaling_factor));
+    if (std::optional<double> mul = keys.optional_f64(p + "rope.scaling.yarn_log_multiplier")) {
+      s.rope.yarn_mscale_all_dim = static_cast<float>(*mul) / 0.1f;
+    }
+    const float all_dim = static_cast<float>(s.rope.yarn_mscale_all_dim);
+    mscale = all_dim != 0.0f ? 1.0f + 0.1f * all_dim * log_factor : 1.0f + 0.1f * log_factor;
+  }
+  s.attn_scale = mscale * mscale / std::sqrt(static_cast<float>(m.q_head_dim()));
+}
+
 }  // namespace
 
 Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
@@ -138,6 +222,18 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
   s.architecture = arch;
   s.name = keys.optional_string("general.name").value_or("");
   s.n_layers = keys.required_u64(p + "block_count");
+  // Multi-token-prediction layers follow the trunk in block_count (GLM-4.5, DeepSeek files that
+  // keep them): Tandem does not run them; their tensors are listed as unused.
+  if (std::optional<uint64_t> nextn = keys.optional_u64(p + "nextn_predict_layers")) {
+    if (*nextn >= s.n_layers) {
+      keys.problem(p + "nextn_predict_layers (" + std::to_string(*nextn) +
+                   ") leaves no layer of block_count (" + std::to_string(s.n_layers) + ")");
+    } else if (*nextn > 0) {
+      s.n_layers -= *nextn;
+      spdlog::info("{}: skipping {} multi-token-prediction layer(s) after layer {}", file.name(),
+                   *nextn, s.n_layers - 1);
+    }
+  }
   s.context_length = keys.required_u64(p + "context_length");
   s.hidden_size = keys.required_u64(p + "embedding_length");
   s.n_heads = keys.required_u64(p + "attention.head_count");
@@ -146,7 +242,7 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
     s.head_dim = *kl;
     s.head_dim_explicit = true;
     std::optional<uint64_t> vl = keys.optional_u64(p + "attention.value_length");
-    if (vl && *vl != *kl) {
+    if (vl && *vl != *kl && tr.recipe.attention != AttentionKind::kMla) {
       keys.problem(p + "attention.value_length (" + std::to_string(*vl) + ") != key_length (" +
                    std::to_string(*kl) + ") is not supported");
     }
@@ -194,7 +290,7 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
   s.moe_layers.assign(std::min(s.n_layers, kMaxLayers + 1), true);
   for (uint64_t i = 0; i < leading_dense && i < s.moe_layers.size(); ++i) s.moe_layers[i] = false;
   if (leading_dense > 0) s.dense_ffn_size = ffn.value_or(0);
-  if (tr.recipe.shared_expert) {
+  if (tr.recipe.shared_expert == SharedExpertKind::kSigmoidGated) {
     s.n_shared_experts = keys.optional_u64(p + "expert_shared_count").value_or(1);
     s.shared_expert_ffn_size = keys.required_u64(p + "expert_shared_feed_forward_length");
     s.shared_expert_gate = true;
@@ -217,6 +313,7 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
   s.bos_token_id = keys.optional_u64("tokenizer.ggml.bos_token_id");
   s.eos_token_id = keys.optional_u64("tokenizer.ggml.eos_token_id");
   s.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  if (arch == Architecture::kDeepseek2) read_deepseek2(file, p, keys, s);
   TANDEM_RETURN_IF_ERROR(keys.status());
   return s;
 }

@@ -292,6 +292,11 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
   }
   TANDEM_ASSIGN_OR_RETURN(Architecture arch, architecture_from_hf(model_type, hf_class));
   const ArchitectureTraits& tr = traits(arch);
+  if (arch == Architecture::kDeepseek2) {
+    return unimplemented_error(std::string(source) +
+                               ": DeepseekV3ForCausalLM safetensors are not supported yet (the "
+                               "deepseek2 GGUF of the same model is)");
+  }
 
   ModelSpec s;
   s.architecture = arch;
@@ -380,6 +385,8 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
     case Architecture::kGptOss:
       read_gpt_oss(f, s);
       break;
+    case Architecture::kDeepseek2:
+      break;  // refused above
   }
   TANDEM_RETURN_IF_ERROR(f.status());
   return s;

@@ -20,30 +20,7 @@ CheckpointSizes checkpoint_sizes(const Checkpoint& c) {
   add(w.output_norm, s.dense);
   for (const TensorInfo* t : w.unused) add(t, s.unused);
   for (const LayerWeights& l : w.layers) {
-    for (const TensorInfo* t : {l.attn_norm,
-                                l.q,
-                                l.k,
-                                l.v,
-                                l.o,
-                                l.q_bias,
-                                l.k_bias,
-                                l.v_bias,
-                                l.o_bias,
-                                l.sinks,
-                                l.q_norm,
-                                l.k_norm,
-                                l.ffn_norm,
-                                l.router,
-                                l.router_bias,
-                                l.shared_gate,
-                                l.shared_up,
-                                l.shared_down,
-                                l.shared_expert_gate,
-                                l.ffn_gate,
-                                l.ffn_up,
-                                l.ffn_down}) {
-      add(t, s.dense);
-    }
+    for (const TensorInfo* t : l.dense_tensors()) add(t, s.dense);
     uint64_t one_expert = 0;
     if (l.moe) {
       const uint64_t n = l.experts_gate.n_experts();

@@ -28,6 +28,7 @@ std::string_view rope_scaling_type_name(RopeScalingType type) {
 }
 
 void apply_recipe(const LayerRecipe& recipe, ModelSpec& spec) {
+  spec.attention = recipe.attention;
   spec.qk_norm = recipe.qk_norm;
   spec.attn_qkv_bias = recipe.qkv_bias;
   spec.attn_out_bias = recipe.attn_out_bias;
@@ -52,6 +53,27 @@ std::string num(uint64_t v) {
 
 void require_positive(std::string_view field, uint64_t value, std::vector<std::string>& problems) {
   if (value == 0) problems.push_back(std::string(field) + " is 0");
+}
+
+void check_mla(const ModelSpec& s, std::vector<std::string>& problems) {
+  const MlaSpec& m = s.mla;
+  require_positive("kv_lora_rank", m.kv_lora_rank, problems);
+  require_positive("qk_nope_head_dim", m.qk_nope_dim, problems);
+  require_positive("qk_rope_head_dim", m.qk_rope_dim, problems);
+  require_positive("v_head_dim", m.v_head_dim, problems);
+  if (m.qk_rope_dim % 2 != 0)
+    problems.push_back("qk_rope_head_dim (" + num(m.qk_rope_dim) + ") is odd");
+  if (s.n_kv_heads != 1 || s.head_dim != m.cache_row()) {
+    problems.push_back("MLA needs one KV head of kv_lora_rank + qk_rope_head_dim (" +
+                       num(m.cache_row()) + ") values");
+  }
+  if (s.rope.n_dims != m.qk_rope_dim) {
+    problems.push_back("rope dimensions (" + num(s.rope.n_dims) + ") != qk_rope_head_dim (" +
+                       num(m.qk_rope_dim) + ")");
+  }
+  if (s.qk_norm != QkNorm::kNone || s.attn_qkv_bias || s.attn_sinks || !s.swa_layers.empty()) {
+    problems.push_back("MLA takes no Q/K norm, q/k/v bias, sinks or sliding window");
+  }
 }
 
 }  // namespace
@@ -128,6 +150,23 @@ void check_spec(const ModelSpec& s, std::vector<std::string>& problems) {
   for (bool w : s.swa_layers) any_windowed = any_windowed || w;
   if (any_windowed && s.sliding_window == 0) {
     problems.push_back("sliding-window layers present but the window is 0");
+  }
+  if (s.attention == AttentionKind::kMla) check_mla(s, problems);
+  if (s.n_expert_groups > 1) {
+    if (s.n_experts % s.n_expert_groups != 0) {
+      problems.push_back("n_experts (" + num(s.n_experts) + ") is not a multiple of the " +
+                         num(s.n_expert_groups) + " expert groups");
+    } else if (s.n_experts / s.n_expert_groups < 2) {
+      problems.push_back("expert groups of fewer than 2 experts (group scores sum the best 2)");
+    }
+    if (s.n_expert_groups_used == 0 || s.n_expert_groups_used > s.n_expert_groups) {
+      problems.push_back("expert groups used (" + num(s.n_expert_groups_used) + ") must be in 1.." +
+                         num(s.n_expert_groups));
+    } else if (s.n_experts % s.n_expert_groups == 0 &&
+               s.n_expert_groups_used * (s.n_experts / s.n_expert_groups) < s.n_experts_used) {
+      problems.push_back("the " + num(s.n_expert_groups_used) + " groups used hold fewer than " +
+                         "n_experts_used (" + num(s.n_experts_used) + ") experts");
+    }
   }
   if (s.n_shared_experts > 0 && s.shared_expert_ffn_size == 0) {
     problems.push_back("shared experts present but shared_expert_ffn_size is 0");

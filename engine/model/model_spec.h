@@ -39,6 +39,27 @@ struct RopeSpec {
   bool yarn_truncate = true;
   // Base frequency of sliding-window layers (GGUF rope.freq_base_swa); 0 = theta.
   double theta_swa = 0.0;
+  // DeepSeek's YaRN attention factor (HF rope_scaling mscale_all_dim; GGUF
+  // rope.scaling.yarn_log_multiplier, stored as 0.1 x it): with YaRN, the softmax scale is
+  // multiplied by (1 + 0.1 mscale_all_dim ln(factor))^2 and cos/sin are not scaled. 0 = none.
+  double yarn_mscale_all_dim = 0.0;
+};
+
+// Multi-head latent attention (AttentionKind::kMla) sizes. The cache row of a token is
+// [kv_lora_rank latent values | qk_rope_dim RoPE key values], shared by every head; the values are
+// its first kv_lora_rank entries. Each head's query is [qk_nope_dim | qk_rope_dim]; its no-RoPE
+// part is mapped into the latent space by k_b, its output mapped back out by v_b (v_head_dim).
+struct MlaSpec {
+  uint64_t q_lora_rank = 0;  // 0: q comes from one projection (the "lite" models)
+  uint64_t kv_lora_rank = 0;
+  uint64_t qk_nope_dim = 0;
+  uint64_t qk_rope_dim = 0;
+  uint64_t v_head_dim = 0;
+  // The file's layout: attn_k_b + attn_v_b (split; current converters), or one attn_kv_b
+  // (legacy GGUF, HF kv_b_proj), which the runner splits and transposes once at load.
+  bool split_kv_b = true;
+  uint64_t q_head_dim() const { return qk_nope_dim + qk_rope_dim; }
+  uint64_t cache_row() const { return kv_lora_rank + qk_rope_dim; }
 };
 
 // Bounds applied while reading a spec, so that absurd metadata cannot make us allocate per-layer or
@@ -64,6 +85,10 @@ struct ModelSpec {
   uint64_t context_length = 0;
 
   // Attention details.
+  AttentionKind attention = AttentionKind::kGqa;
+  MlaSpec mla;  // kMla only
+  // The softmax scale of attention scores; 0 = 1 / sqrt(head_dim).
+  double attn_scale = 0.0;
   bool attn_qkv_bias = false;  // q/k/v projections carry biases (Qwen2-MoE, GPT-OSS)
   bool attn_out_bias = false;  // the output projection carries a bias (GPT-OSS)
   bool attn_sinks = false;     // one sink logit per query head joins the softmax (GPT-OSS)
@@ -83,6 +108,17 @@ struct ModelSpec {
   bool norm_topk_prob = false;
   RoutingPolicy routing = RoutingPolicy::kSoftmaxTopK;
   bool router_bias = false;  // the router carries a bias (GPT-OSS)
+  // MoE layers carry a selection bias (GGUF exp_probs_b, HF e_score_correction_bias): added to
+  // the scores for choosing experts only.
+  bool router_selection_bias = false;
+  // Group-limited routing (DeepSeek-V3): the experts form n_expert_groups groups of consecutive
+  // ids; a token picks among the n_expert_groups_used groups with the highest sum of their two
+  // best selection scores. 0 or 1 group: plain top-k.
+  uint64_t n_expert_groups = 0;
+  uint64_t n_expert_groups_used = 0;
+  // Routing weights are multiplied by this after renormalisation (DeepSeek's
+  // routed_scaling_factor); 1 = unscaled.
+  double expert_weights_scale = 1.0;
   ExpertActivation expert_activation = ExpertActivation::kSwiGlu;
   bool expert_bias = false;             // expert gate/up/down carry biases (GPT-OSS)
   uint64_t n_shared_experts = 0;        // Qwen2-MoE: 1
@@ -100,8 +136,18 @@ struct ModelSpec {
   bool tied_embeddings = false;
 
   uint64_t n_moe_layers() const;
+  // GQA: the widths of q and of one K (or V) row. MLA: head_dim is the cache row
+  // (kv_lora_rank + qk_rope_dim) and n_kv_heads 1, so q_dim() is the absorbed query's width and
+  // kv_dim() the latent row's.
   uint64_t q_dim() const { return n_heads * head_dim; }
   uint64_t kv_dim() const { return n_kv_heads * head_dim; }
+  // Floats of one token's values per layer in the cache: kv_dim(), or 0 for MLA, whose values
+  // are the leading kv_lora_rank floats of the key row (nothing stored twice).
+  uint64_t kv_value_dim() const { return attention == AttentionKind::kMla ? 0 : kv_dim(); }
+  // Width of one token's attention output before the output projection (n_heads x v head).
+  uint64_t attn_out_dim() const {
+    return attention == AttentionKind::kMla ? n_heads * mla.v_head_dim : q_dim();
+  }
   bool windowed(uint64_t layer) const { return layer < swa_layers.size() && swa_layers[layer]; }
   // The attention window of `layer`: sliding_window for a windowed layer, 0 (all) otherwise.
   uint64_t attention_window(uint64_t layer) const { return windowed(layer) ? sliding_window : 0; }

@@ -64,6 +64,17 @@ std::vector<const TensorInfo*> ExpertWeights::tensors() const {
   return per_expert_;
 }
 
+std::vector<const TensorInfo*> LayerWeights::dense_tensors() const {
+  return {attn_norm,   q,         k,           v,
+          o,           o_bias,    sinks,       q_bias,
+          k_bias,      v_bias,    q_norm,      k_norm,
+          q_a,         q_a_norm,  q_b,         kv_a,
+          kv_a_norm,   k_b,       v_b,         kv_b,
+          ffn_norm,    router,    router_bias, selection_bias,
+          shared_gate, shared_up, shared_down, shared_expert_gate,
+          ffn_gate,    ffn_up,    ffn_down};
+}
+
 // ---- types -----------------------------------------------------------------------------------
 
 bool is_supported_vector_type(TensorType type) {
@@ -283,12 +294,55 @@ class Binder {
     return 0;
   }
 
+  // MLA attention: the low-rank q (or one q projection), the compressed KV projection and its
+  // norm, the per-head key/value up-projections (split or legacy), the output projection.
+  void bind_mla(LayerSlots& l, int64_t i, LayerWeights& w) {
+    const ModelSpec& s = spec_;
+    const MlaSpec& m = s.mla;
+    const uint64_t h = s.hidden_size;
+    const uint64_t q_width = s.n_heads * m.q_head_dim();
+    if (m.q_lora_rank > 0) {
+      w.q_a = single(l, i, WeightRole::kAttnQA, true, {m.q_lora_rank, h}, "(q_lora_rank, hidden)");
+      w.q_a_norm = single(l, i, WeightRole::kAttnQANorm, false, {m.q_lora_rank}, "(q_lora_rank)");
+      w.q_b = single(l, i, WeightRole::kAttnQB, true, {q_width, m.q_lora_rank},
+                     "(n_heads*(qk_nope+qk_rope), q_lora_rank)");
+    } else {
+      w.q = single(l, i, WeightRole::kAttnQ, true, {q_width, h},
+                   "(n_heads*(qk_nope+qk_rope), hidden)");
+    }
+    w.kv_a = single(l, i, WeightRole::kAttnKvA, true, {m.cache_row(), h},
+                    "(kv_lora_rank+qk_rope, hidden)");
+    w.kv_a_norm = single(l, i, WeightRole::kAttnKvANorm, false, {m.kv_lora_rank}, "(kv_lora_rank)");
+    if (m.split_kv_b) {
+      w.k_b = single(l, i, WeightRole::kAttnKB, true, {s.n_heads, m.kv_lora_rank, m.qk_nope_dim},
+                     "(n_heads, kv_lora_rank, qk_nope)");
+      w.v_b = single(l, i, WeightRole::kAttnVB, true, {s.n_heads, m.v_head_dim, m.kv_lora_rank},
+                     "(n_heads, v_head, kv_lora_rank)");
+    } else {
+      w.kv_b = single(l, i, WeightRole::kAttnKvB, true,
+                      {s.n_heads * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank},
+                      "(n_heads*(qk_nope+v_head), kv_lora_rank)");
+    }
+    w.o = single(l, i, WeightRole::kAttnO, true, {h, s.attn_out_dim()}, "(hidden, n_heads*v_head)");
+  }
+
   void bind_layer(int64_t i) {
     LayerSlots& l = layers_[static_cast<size_t>(i)];
     LayerWeights& w = weights_.layers[static_cast<size_t>(i)];
     const ModelSpec& s = spec_;
     const uint64_t h = s.hidden_size;
     w.attn_norm = single(l, i, WeightRole::kAttnNorm, false, {h}, "(hidden_size)");
+    if (s.attention == AttentionKind::kMla) {
+      bind_mla(l, i, w);
+    } else {
+      bind_gqa(l, i, w);
+    }
+    bind_ffn(l, i, w);
+  }
+
+  void bind_gqa(LayerSlots& l, int64_t i, LayerWeights& w) {
+    const ModelSpec& s = spec_;
+    const uint64_t h = s.hidden_size;
     w.q = single(l, i, WeightRole::kAttnQ, true, {s.q_dim(), h}, "(n_heads*head_dim, hidden)");
     w.k = single(l, i, WeightRole::kAttnK, true, {s.kv_dim(), h}, "(n_kv_heads*head_dim, hidden)");
     w.v = single(l, i, WeightRole::kAttnV, true, {s.kv_dim(), h}, "(n_kv_heads*head_dim, hidden)");
@@ -311,6 +365,11 @@ class Binder {
       w.q_norm = single(l, i, WeightRole::kAttnQNorm, false, {s.q_dim()}, "(n_heads*head_dim)");
       w.k_norm = single(l, i, WeightRole::kAttnKNorm, false, {s.kv_dim()}, "(n_kv_heads*head_dim)");
     }
+  }
+
+  void bind_ffn(LayerSlots& l, int64_t i, LayerWeights& w) {
+    const ModelSpec& s = spec_;
+    const uint64_t h = s.hidden_size;
     w.ffn_norm = single(l, i, WeightRole::kFfnNorm, false, {h}, "(hidden_size)");
     w.moe = static_cast<size_t>(i) < s.moe_layers.size() && s.moe_layers[static_cast<size_t>(i)];
     if (!w.moe) {
@@ -325,6 +384,9 @@ class Binder {
     const uint64_t ne = s.n_experts;
     if (s.router_bias) {
       w.router_bias = single(l, i, WeightRole::kRouterBias, false, {ne}, "(n_experts)");
+    }
+    if (s.router_selection_bias) {
+      w.selection_bias = single(l, i, WeightRole::kRouterSelectionBias, false, {ne}, "(n_experts)");
     }
     if (s.expert_bias) {
       w.experts_gate_bias =

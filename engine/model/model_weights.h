@@ -62,14 +62,25 @@ struct LayerWeights {
   const TensorInfo* v_bias = nullptr;
   const TensorInfo* q_norm = nullptr;
   const TensorInfo* k_norm = nullptr;
+  // MLA (ModelSpec::mla; q above is set instead of q_a / q_a_norm / q_b when q_lora_rank is 0,
+  // k and v are null).
+  const TensorInfo* q_a = nullptr;        // [q_lora, hidden]
+  const TensorInfo* q_a_norm = nullptr;   // [q_lora]
+  const TensorInfo* q_b = nullptr;        // [n_heads * (nope + rope), q_lora]
+  const TensorInfo* kv_a = nullptr;       // [kv_lora + rope, hidden]
+  const TensorInfo* kv_a_norm = nullptr;  // [kv_lora]
+  const TensorInfo* k_b = nullptr;        // [n_heads, kv_lora, nope] (split layout)
+  const TensorInfo* v_b = nullptr;        // [n_heads, v_head, kv_lora] (split layout)
+  const TensorInfo* kv_b = nullptr;       // [n_heads * (nope + v_head), kv_lora] (legacy layout)
   const TensorInfo* ffn_norm = nullptr;
   bool moe = false;
   // MoE layers.
-  const TensorInfo* router = nullptr;       // [n_experts, hidden]
-  const TensorInfo* router_bias = nullptr;  // [n_experts] (GPT-OSS)
-  ExpertWeights experts_gate;               // per expert [expert_ffn, hidden]
-  ExpertWeights experts_up;                 // per expert [expert_ffn, hidden]
-  ExpertWeights experts_down;               // per expert [hidden, expert_ffn]
+  const TensorInfo* router = nullptr;          // [n_experts, hidden]
+  const TensorInfo* router_bias = nullptr;     // [n_experts] (GPT-OSS)
+  const TensorInfo* selection_bias = nullptr;  // [n_experts] (DeepSeek's exp_probs_b)
+  ExpertWeights experts_gate;                  // per expert [expert_ffn, hidden]
+  ExpertWeights experts_up;                    // per expert [expert_ffn, hidden]
+  ExpertWeights experts_down;                  // per expert [hidden, expert_ffn]
   // Expert biases, all experts of the layer in one tensor (GPT-OSS): [n_experts, expert_ffn] for
   // gate and up, [n_experts, hidden] for down; null when the architecture has none.
   const TensorInfo* experts_gate_bias = nullptr;
@@ -83,6 +94,10 @@ struct LayerWeights {
   const TensorInfo* ffn_gate = nullptr;
   const TensorInfo* ffn_up = nullptr;
   const TensorInfo* ffn_down = nullptr;
+
+  // Every tensor above but the routed experts' (null entries included): the one list that byte
+  // counts and placement walk.
+  std::vector<const TensorInfo*> dense_tensors() const;
 };
 
 // Every weight of a model. Pointers point into the TensorInfo list given to bind_weights, which

@@ -48,6 +48,15 @@ constexpr std::array kRoleNames = {
     RoleName{WeightRole::kExpertGateBias, "ffn_gate_exps.bias"},
     RoleName{WeightRole::kExpertUpBias, "ffn_up_exps.bias"},
     RoleName{WeightRole::kExpertDownBias, "ffn_down_exps.bias"},
+    RoleName{WeightRole::kAttnQA, "attn_q_a"},
+    RoleName{WeightRole::kAttnQANorm, "attn_q_a_norm"},
+    RoleName{WeightRole::kAttnQB, "attn_q_b"},
+    RoleName{WeightRole::kAttnKvA, "attn_kv_a_mqa"},
+    RoleName{WeightRole::kAttnKvANorm, "attn_kv_a_norm"},
+    RoleName{WeightRole::kAttnKB, "attn_k_b"},
+    RoleName{WeightRole::kAttnVB, "attn_v_b"},
+    RoleName{WeightRole::kAttnKvB, "attn_kv_b"},
+    RoleName{WeightRole::kRouterSelectionBias, "exp_probs_b.bias"},
 };
 
 // Roles whose GGUF name ends in ".bias" (the others end in ".weight").
@@ -61,6 +70,7 @@ bool is_gguf_bias(WeightRole role) {
     case WeightRole::kExpertGateBias:
     case WeightRole::kExpertUpBias:
     case WeightRole::kExpertDownBias:
+    case WeightRole::kRouterSelectionBias:
       return true;
     default:
       return false;

@@ -50,10 +50,21 @@ enum class WeightRole {
   kExpertGateBias,  // GPT-OSS: all experts' biases of one layer, [n_experts, expert_ffn]
   kExpertUpBias,    // [n_experts, expert_ffn]
   kExpertDownBias,  // [n_experts, hidden]
+  // Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2).
+  kAttnQA,               // q down-projection [q_lora_rank, hidden]
+  kAttnQANorm,           // [q_lora_rank]
+  kAttnQB,               // q up-projection [n_heads * (nope + rope), q_lora_rank]
+  kAttnKvA,              // compressed KV + RoPE key [kv_lora_rank + rope, hidden]
+  kAttnKvANorm,          // [kv_lora_rank]
+  kAttnKB,               // per head, the key up-projection transposed [n_heads, kv_lora, nope]
+  kAttnVB,               // per head, the value up-projection [n_heads, v_head, kv_lora]
+  kAttnKvB,              // legacy: both in one [n_heads * (nope + v_head), kv_lora_rank]
+  kRouterSelectionBias,  // [n_experts], added for expert selection only (exp_probs_b)
 };
 
 // Number of WeightRole values (tables indexed by role).
-inline constexpr size_t kWeightRoleCount = static_cast<size_t>(WeightRole::kExpertDownBias) + 1;
+inline constexpr size_t kWeightRoleCount =
+    static_cast<size_t>(WeightRole::kRouterSelectionBias) + 1;
 
 // "attn_q", "expert_gate", ... (the GGUF-like short name used in messages and `inspect`).
 std::string_view weight_role_name(WeightRole role);

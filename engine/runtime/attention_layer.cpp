@@ -73,6 +73,22 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   cfg.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   cfg.window = static_cast<size_t>(spec_.attention_window(layer));
   cfg.sinks = L.sinks;
+  attend(layer, batch, cfg, q_, attn_);
+
+  std::span<float> o(tmp_.data(), n * hidden);
+  experts::pooled_matmul(pool, L.o, std::span<const float>(attn_.data(), n * q_dim), n, o, mode_,
+                         scratch_);
+  add_bias(tmp_, n, L.o_bias);
+  std::span<float> x(x_.data(), n * hidden);
+  kernels::add(x, o, x);
+}
+
+void ModelRunner::attend(size_t layer, std::span<const SequenceInput> batch,
+                         const kernels::AttentionConfig& cfg, const std::vector<float>& q,
+                         std::vector<float>& out) {
+  const size_t q_dim = cfg.n_heads * cfg.head_dim;
+  const size_t out_dim = cfg.n_heads * (cfg.value_dim != 0 ? cfg.value_dim : cfg.head_dim);
+  ThreadPool* pool = pool_.get();
   std::vector<kernels::KvBlocks> kvs(batch.size());
   for (size_t s = 0; s < batch.size(); ++s) {
     kvs[s] = batch[s].cache->blocks(layer, batch[s].start_pos + batch[s].tokens.size());
@@ -84,9 +100,9 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
       const size_t head = i % spec_.n_heads;
       const SequenceInput& seq = batch[s];
       const size_t ns = seq.tokens.size();
-      std::span<const float> qs(q_.data() + token_offset_[s] * q_dim, ns * q_dim);
-      std::span<float> out(attn_.data() + token_offset_[s] * q_dim, ns * q_dim);
-      kernels::attention_heads(qs, ns, seq.start_pos, kvs[s], cfg, out, head, head + 1);
+      std::span<const float> qs(q.data() + token_offset_[s] * q_dim, ns * q_dim);
+      std::span<float> os(out.data() + token_offset_[s] * out_dim, ns * out_dim);
+      kernels::attention_heads(qs, ns, seq.start_pos, kvs[s], cfg, os, head, head + 1);
     }
   };
   // Attention reads every visible cached position once per head: small contexts run on one
@@ -101,13 +117,6 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   } else {
     pool->parallel_for(0, n_items, 1, run);
   }
-
-  std::span<float> o(tmp_.data(), n * hidden);
-  experts::pooled_matmul(pool, L.o, std::span<const float>(attn_.data(), n * q_dim), n, o, mode_,
-                         scratch_);
-  add_bias(tmp_, n, L.o_bias);
-  std::span<float> x(x_.data(), n * hidden);
-  kernels::add(x, o, x);
 }
 
 }  // namespace tandem::runtime

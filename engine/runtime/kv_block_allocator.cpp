@@ -18,14 +18,14 @@ bool mul_overflows(int64_t a, int64_t b, int64_t* out) {
 }  // namespace
 
 Result<int64_t> kv_bytes_per_token(int64_t layers, int64_t kv_heads, int64_t head_dim,
-                                   int64_t element_bytes) {
+                                   int64_t element_bytes, bool keys_only) {
   if (layers <= 0 || kv_heads <= 0 || head_dim <= 0 || element_bytes <= 0) {
     return invalid_argument_error("kv bytes per token: layers (" + std::to_string(layers) +
                                   "), kv heads (" + std::to_string(kv_heads) + "), head dim (" +
                                   std::to_string(head_dim) + ") and element bytes (" +
                                   std::to_string(element_bytes) + ") must all be positive");
   }
-  int64_t bytes = 2;  // K and V
+  int64_t bytes = keys_only ? 1 : 2;  // K and V
   if (mul_overflows(bytes, layers, &bytes) || mul_overflows(bytes, kv_heads, &bytes) ||
       mul_overflows(bytes, head_dim, &bytes) || mul_overflows(bytes, element_bytes, &bytes)) {
     return invalid_argument_error("kv bytes per token overflows 64 bits");

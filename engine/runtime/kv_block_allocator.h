@@ -19,10 +19,11 @@ namespace tandem::runtime {
 using SeqId = uint64_t;
 
 // Bytes of K and V one token occupies across all layers:
-// layers × kv_heads × head_dim × 2 (K and V) × element_bytes. INVALID_ARGUMENT for a
-// non-positive factor or on overflow.
+// layers × kv_heads × head_dim × 2 (K and V) × element_bytes; × 1 when keys_only (MLA's latent
+// row, whose values are part of the key). INVALID_ARGUMENT for a non-positive factor or on
+// overflow.
 Result<int64_t> kv_bytes_per_token(int64_t layers, int64_t kv_heads, int64_t head_dim,
-                                   int64_t element_bytes);
+                                   int64_t element_bytes, bool keys_only = false);
 
 // Number of blocks that hold `tokens` tokens (ceil division); 0 for tokens <= 0.
 int64_t kv_blocks_for_tokens(int64_t tokens, int64_t block_tokens);

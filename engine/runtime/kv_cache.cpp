@@ -12,8 +12,12 @@ namespace {
 constexpr int32_t kSingleBlock[1] = {0};
 }  // namespace
 
-DenseKvCache::DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions)
-    : kv_dim_(kv_dim), max_positions_(max_positions), keys_(n_layers), values_(n_layers) {}
+DenseKvCache::DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions, bool keys_only)
+    : kv_dim_(kv_dim),
+      max_positions_(max_positions),
+      keys_only_(keys_only),
+      keys_(n_layers),
+      values_(n_layers) {}
 
 Status DenseKvCache::prepare_write(size_t start_pos, size_t end_pos) {
   TANDEM_CHECK(start_pos <= end_pos);
@@ -26,7 +30,7 @@ Status DenseKvCache::prepare_write(size_t start_pos, size_t end_pos) {
   try {
     for (size_t l = 0; l < keys_.size(); ++l) {
       keys_[l].resize(target * kv_dim_);
-      values_[l].resize(target * kv_dim_);
+      if (!keys_only_) values_[l].resize(target * kv_dim_);
     }
   } catch (const std::bad_alloc&) {
     return resource_exhausted_error("cannot allocate the KV cache for " + std::to_string(target) +
@@ -38,7 +42,7 @@ Status DenseKvCache::prepare_write(size_t start_pos, size_t end_pos) {
 
 void DenseKvCache::write(size_t layer, size_t start_pos, std::span<const float> k_rows,
                          std::span<const float> v_rows) {
-  TANDEM_CHECK(layer < keys_.size() && k_rows.size() == v_rows.size());
+  TANDEM_CHECK(layer < keys_.size() && v_rows.size() == (keys_only_ ? 0 : k_rows.size()));
   TANDEM_CHECK(kv_dim_ > 0 && k_rows.size() % kv_dim_ == 0);
   TANDEM_CHECK(start_pos + k_rows.size() / kv_dim_ <= reserved_);
   std::copy(k_rows.begin(), k_rows.end(), keys_[layer].begin() + start_pos * kv_dim_);
@@ -49,7 +53,7 @@ kernels::KvBlocks DenseKvCache::blocks(size_t layer, size_t n_positions) const {
   TANDEM_CHECK(layer < keys_.size() && n_positions <= reserved_);
   kernels::KvBlocks view;
   view.keys = keys_[layer].data();
-  view.values = values_[layer].data();
+  view.values = keys_only_ ? keys_[layer].data() : values_[layer].data();
   view.table = kSingleBlock;
   view.block_rows = reserved_;
   view.n_blocks = 1;
@@ -62,7 +66,7 @@ void DenseKvCache::set_length(size_t n) {
 }
 
 size_t DenseKvCache::allocated_bytes() const {
-  return 2 * keys_.size() * reserved_ * kv_dim_ * sizeof(float);
+  return (keys_only_ ? 1 : 2) * keys_.size() * reserved_ * kv_dim_ * sizeof(float);
 }
 
 }  // namespace tandem::runtime

@@ -33,7 +33,8 @@ class KvCache {
   // that cannot be copied. On error nothing changes. Views taken before are invalidated.
   virtual Status prepare_write(size_t start_pos, size_t end_pos) = 0;
   // Copies rows into positions [start_pos, start_pos + k_rows.size() / kv_dim) of `layer`; k_rows
-  // and v_rows hold whole rows, the same count; the positions must have been prepared. Bugs
+  // and v_rows hold whole rows, the same count (v_rows empty for a keys-only cache, whose
+  // blocks() views have values == keys); the positions must have been prepared. Bugs
   // (TANDEM_CHECK) otherwise.
   virtual void write(size_t layer, size_t start_pos, std::span<const float> k_rows,
                      std::span<const float> v_rows) = 0;
@@ -47,7 +48,8 @@ class KvCache {
 // Contiguous float storage per layer, grown by doubling (up to max_positions) on prepare_write.
 class DenseKvCache final : public KvCache {
  public:
-  DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions);
+  // keys_only: no V rows are stored (MLA, whose values are the leading part of each key row).
+  DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions, bool keys_only = false);
 
   size_t n_layers() const override { return keys_.size(); }
   size_t kv_dim() const override { return kv_dim_; }
@@ -65,6 +67,7 @@ class DenseKvCache final : public KvCache {
  private:
   size_t kv_dim_;
   size_t max_positions_;
+  bool keys_only_;
   size_t reserved_ = 0;
   size_t length_ = 0;
   std::vector<std::vector<float>> keys_;

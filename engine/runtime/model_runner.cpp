@@ -3,6 +3,7 @@
 #include "engine/runtime/model_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,7 +15,13 @@
 namespace tandem::runtime {
 
 experts::RouterRecipe router_recipe(const model::ModelSpec& spec) {
-  return experts::RouterRecipe{spec.routing, spec.norm_topk_prob};
+  experts::RouterRecipe recipe;
+  recipe.policy = spec.routing;
+  recipe.renormalize = spec.norm_topk_prob;
+  recipe.n_groups = static_cast<size_t>(spec.n_expert_groups);
+  recipe.n_groups_used = static_cast<size_t>(spec.n_expert_groups_used);
+  recipe.scale = static_cast<float>(spec.expert_weights_scale);
+  return recipe;
 }
 
 kernels::RopeConfig rope_config(const model::ModelSpec& spec, size_t layer) {
@@ -38,6 +45,12 @@ kernels::RopeConfig rope_config(const model::ModelSpec& spec, size_t layer) {
     rope.beta_fast = static_cast<float>(spec.rope.yarn_beta_fast);
     rope.beta_slow = static_cast<float>(spec.rope.yarn_beta_slow);
     rope.yarn_round_corr_dims = spec.rope.yarn_truncate;
+    if (spec.rope.yarn_mscale_all_dim != 0.0) {
+      // DeepSeek: cos/sin unscaled (llama.cpp divides its attention factor by what ggml's rope
+      // multiplies by); the factor goes into the softmax scale instead (ModelSpec::attn_scale).
+      const float factor = 1.0f / rope.freq_scale;
+      rope.attn_factor = 1.0f / (1.0f + 0.1f * std::log(factor));
+    }
   }
   return rope;
 }
@@ -73,7 +86,8 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
 
 std::unique_ptr<KvCache> ModelRunner::new_kv_cache(size_t max_positions) const {
   const size_t limit = max_positions != 0 ? max_positions : context_length_;
-  return wrap_kv_cache(std::make_unique<DenseKvCache>(kv_layout_.n_full, spec_.kv_dim(), limit),
+  return wrap_kv_cache(std::make_unique<DenseKvCache>(kv_layout_.n_full, spec_.kv_dim(), limit,
+                                                      spec_.kv_value_dim() == 0),
                        limit);
 }
 
@@ -116,6 +130,10 @@ Status ModelRunner::set_dense_executor(std::unique_ptr<DenseExecutor> executor) 
   }
   if (kv_layout_.n_windowed() > 0) {
     return unimplemented_error("a dense executor does not take sliding-window layers yet");
+  }
+  if (spec_.attention == model::AttentionKind::kMla) {
+    return unimplemented_error(
+        "a dense executor does not run multi-head latent attention (MLA) yet");
   }
   KvPool& pool = executor->pool();
   if (pool.n_layers() != spec_.n_layers || pool.kv_dim() != spec_.kv_dim()) {
@@ -226,8 +244,13 @@ Status ModelRunner::forward(std::span<const SequenceInput> batch, ForwardOutput&
   if (dense_ != nullptr) {
     TANDEM_RETURN_IF_ERROR(forward_dense(batch, out, options.record_routing));
   } else {
+    const bool mla = spec_.attention == model::AttentionKind::kMla;
     for (size_t l = 0; l < spec_.n_layers; ++l) {
-      attention_block(l, batch);
+      if (mla) {
+        mla_attention_block(l, batch);
+      } else {
+        attention_block(l, batch);
+      }
       TANDEM_RETURN_IF_ERROR(ffn_block(l, out, options.record_routing));
     }
     for (const SequenceInput& seq : batch) {
@@ -287,7 +310,8 @@ Status ModelRunner::forward_dense(std::span<const SequenceInput> batch, ForwardO
     router_.resize(n * n_experts);
     std::span<float> h(h_.data(), n * hidden);
     TANDEM_RETURN_IF_ERROR(dense_->moe_input(l, h, router_));
-    experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_);
+    experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_,
+                   weights_.layers[l].selection_bias);
     if (record) out.routing[l] = routing_;
     std::span<float> ffn(tmp_.data(), n * hidden);
     TANDEM_RETURN_IF_ERROR(moe_->run(l, n_experts, h, n, hidden, routing_, expert_map_, ffn));
@@ -321,7 +345,8 @@ Status ModelRunner::ffn_block(size_t layer, ForwardOutput& out, bool record) {
         kernels::add(row, L.router_bias, row);
       }
     }
-    experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_);
+    experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_,
+                   L.selection_bias);
     if (record) out.routing[layer] = routing_;
     TANDEM_RETURN_IF_ERROR(moe_->run(layer, n_experts, h, n, hidden, routing_, expert_map_, ffn));
     if (L.has_shared) {

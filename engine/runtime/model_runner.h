@@ -18,6 +18,7 @@
 #include "engine/runtime/kv_cache.h"
 #include "engine/runtime/prepared_weights.h"
 #include "engine/runtime/windowed_kv_cache.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/rope.h"
 
 namespace tandem::runtime {
@@ -145,6 +146,13 @@ class ModelRunner {
   Status validate(std::span<const SequenceInput> batch) const;
   Status validate_dense(std::span<const SequenceInput> batch) const;
   void attention_block(size_t layer, std::span<const SequenceInput> batch);
+  // MLA's attention half (mla_attention_layer.cpp).
+  void mla_attention_block(size_t layer, std::span<const SequenceInput> batch);
+  // Causal attention of every sequence's new tokens (q: batch tokens x n_heads x head_dim) into
+  // out (batch tokens x n_heads x value dim), threads over (sequence, head) pairs.
+  void attend(size_t layer, std::span<const SequenceInput> batch,
+              const kernels::AttentionConfig& cfg, const std::vector<float>& q,
+              std::vector<float>& out);
   Status ffn_block(size_t layer, ForwardOutput& out, bool record);
   // Fills out's first_row / n_rows / n_vocab, sizes out.logits and lists the batch tokens whose
   // logits are wanted in logit_rows_.
@@ -171,6 +179,7 @@ class ModelRunner {
   std::vector<int32_t> positions_;
   std::vector<size_t> token_offset_;  // per sequence
   std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_, router_, moe_out_, shared_out_, gate_;
+  std::vector<float> mla_q_, mla_qa_, mla_in_, mla_out_, mla_heads_;  // MLA only
   experts::Routing routing_;
   std::vector<int32_t> logit_rows_;
 

@@ -26,7 +26,7 @@ bool checked_mul(size_t a, size_t b, size_t* out) {
 }  // namespace
 
 Result<std::unique_ptr<KvPool>> KvPool::create(size_t n_layers, size_t kv_dim, size_t block_tokens,
-                                               size_t n_blocks) {
+                                               size_t n_blocks, bool keys_only) {
   if (n_layers == 0 || kv_dim == 0 || block_tokens == 0 || n_blocks == 0) {
     return invalid_argument_error("KV pool dimensions must be positive (layers " +
                                   std::to_string(n_layers) + ", kv_dim " + std::to_string(kv_dim) +
@@ -34,7 +34,7 @@ Result<std::unique_ptr<KvPool>> KvPool::create(size_t n_layers, size_t kv_dim, s
                                   std::to_string(n_blocks) + ")");
   }
   size_t total = 0;
-  if (!checked_mul(n_layers, 2, &total) || !checked_mul(total, n_blocks, &total) ||
+  if (!checked_mul(n_layers, keys_only ? 1 : 2, &total) || !checked_mul(total, n_blocks, &total) ||
       !checked_mul(total, block_tokens, &total) || !checked_mul(total, kv_dim, &total) ||
       total > std::numeric_limits<size_t>::max() / sizeof(float)) {
     return invalid_argument_error("KV pool of " + std::to_string(n_blocks) +
@@ -47,13 +47,14 @@ Result<std::unique_ptr<KvPool>> KvPool::create(size_t n_layers, size_t kv_dim, s
                                     std::to_string(total * sizeof(float)) + " bytes");
   }
   return std::unique_ptr<KvPool>(
-      new KvPool(n_layers, kv_dim, block_tokens, n_blocks, total, std::move(data)));
+      new KvPool(n_layers, kv_dim, block_tokens, n_blocks, keys_only, total, std::move(data)));
 }
 
 Result<KvBlockAllocator> make_allocator_for(const KvPool& pool) {
-  TANDEM_ASSIGN_OR_RETURN(const int64_t per_token,
-                          kv_bytes_per_token(static_cast<int64_t>(pool.n_layers()), 1,
-                                             static_cast<int64_t>(pool.kv_dim()), sizeof(float)));
+  TANDEM_ASSIGN_OR_RETURN(
+      const int64_t per_token,
+      kv_bytes_per_token(static_cast<int64_t>(pool.n_layers()), 1,
+                         static_cast<int64_t>(pool.kv_dim()), sizeof(float), pool.keys_only()));
   KvBlockConfig config;
   config.block_tokens = static_cast<int64_t>(pool.block_tokens());
   config.bytes_per_token = per_token;
@@ -61,23 +62,24 @@ Result<KvBlockAllocator> make_allocator_for(const KvPool& pool) {
   return KvBlockAllocator::create(config);
 }
 
-KvPool::KvPool(size_t n_layers, size_t kv_dim, size_t block_tokens, size_t n_blocks, size_t total,
-               std::unique_ptr<float[]> data)
+KvPool::KvPool(size_t n_layers, size_t kv_dim, size_t block_tokens, size_t n_blocks, bool keys_only,
+               size_t total, std::unique_ptr<float[]> data)
     : n_layers_(n_layers),
       kv_dim_(kv_dim),
       block_tokens_(block_tokens),
       n_blocks_(n_blocks),
+      keys_only_(keys_only),
       total_floats_(total),
       data_(std::move(data)) {}
 
 float* KvPool::layer_keys(size_t layer) {
   TANDEM_CHECK(layer < n_layers_);
-  return data_.get() + (2 * layer) * n_blocks_ * block_floats();
+  return data_.get() + (planes() * layer) * n_blocks_ * block_floats();
 }
 
 float* KvPool::layer_values(size_t layer) {
   TANDEM_CHECK(layer < n_layers_);
-  return data_.get() + (2 * layer + 1) * n_blocks_ * block_floats();
+  return data_.get() + (planes() * layer + planes() - 1) * n_blocks_ * block_floats();
 }
 
 const float* KvPool::layer_keys(size_t layer) const {
@@ -93,7 +95,8 @@ Status KvPool::copy_block(BlockId src, BlockId dst) {
                static_cast<size_t>(dst) < n_blocks_ && src != dst);
   const size_t n = block_floats();
   for (size_t l = 0; l < n_layers_; ++l) {
-    for (float* base : {layer_keys(l), layer_values(l)}) {
+    for (size_t plane = 0; plane < planes(); ++plane) {
+      float* base = plane == 0 ? layer_keys(l) : layer_values(l);
       std::copy_n(base + static_cast<size_t>(src) * n, n, base + static_cast<size_t>(dst) * n);
     }
   }
@@ -155,7 +158,8 @@ void PagedKvCache::write(size_t layer, size_t start_pos, std::span<const float> 
                          std::span<const float> v_rows) {
   const size_t dim = pool_->kv_dim();
   const size_t bt = pool_->block_tokens();
-  TANDEM_CHECK(layer < pool_->n_layers() && k_rows.size() == v_rows.size());
+  const bool keys_only = pool_->keys_only();
+  TANDEM_CHECK(layer < pool_->n_layers() && v_rows.size() == (keys_only ? 0 : k_rows.size()));
   TANDEM_CHECK(k_rows.size() % dim == 0);
   const size_t n = k_rows.size() / dim;
   TANDEM_CHECK(start_pos + n <= prepared());
@@ -169,7 +173,7 @@ void PagedKvCache::write(size_t layer, size_t start_pos, std::span<const float> 
     const size_t rows = std::min(n - done, bt - p % bt);
     const size_t offset = (static_cast<size_t>(block) * bt + p % bt) * dim;
     std::copy_n(k_rows.data() + done * dim, rows * dim, keys + offset);
-    std::copy_n(v_rows.data() + done * dim, rows * dim, values + offset);
+    if (!keys_only) std::copy_n(v_rows.data() + done * dim, rows * dim, values + offset);
     done += rows;
   }
 }

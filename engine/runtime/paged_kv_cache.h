@@ -18,17 +18,18 @@ namespace tandem::runtime {
 
 // Float K and V storage for n_blocks blocks of block_tokens positions x kv_dim floats, per layer.
 // Layout: per layer, all K blocks then all V blocks; block b of a layer's K starts at
-// layer_keys(layer) + b * block_tokens * kv_dim. Allocated once, never resized; the memory is
-// left uninitialised (the OS backs pages as they are first written), and a block's rows are
-// undefined until written. Block ids come from a KvBlockAllocator sized to the same block count,
-// which decides who owns which block; the pool itself holds no bookkeeping.
-// Threads: used by the thread that owns the allocator (the scheduler's loop).
+// layer_keys(layer) + b * block_tokens * kv_dim. A keys-only pool (MLA: the values are the
+// leading part of each key row) stores no V: layer_values(layer) == layer_keys(layer). Allocated
+// once, never resized; the memory is left uninitialised (the OS backs pages as they are first
+// written), and a block's rows are undefined until written. Block ids come from a KvBlockAllocator
+// sized to the same block count, which decides who owns which block; the pool itself holds no
+// bookkeeping. Threads: used by the thread that owns the allocator (the scheduler's loop).
 class KvPool {
  public:
   // INVALID_ARGUMENT when a dimension is zero or the byte size overflows; RESOURCE_EXHAUSTED
   // when the memory cannot be allocated.
   static Result<std::unique_ptr<KvPool>> create(size_t n_layers, size_t kv_dim, size_t block_tokens,
-                                                size_t n_blocks);
+                                                size_t n_blocks, bool keys_only = false);
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
 
@@ -36,6 +37,7 @@ class KvPool {
   size_t kv_dim() const { return kv_dim_; }
   size_t block_tokens() const { return block_tokens_; }
   size_t n_blocks() const { return n_blocks_; }
+  bool keys_only() const { return keys_only_; }
   // Bytes of the pool (K and V, all layers, all blocks).
   size_t bytes() const { return total_floats_ * sizeof(float); }
 
@@ -55,14 +57,16 @@ class KvPool {
   void set_copy_hook(CopyHook hook) { copy_hook_ = std::move(hook); }
 
  private:
-  KvPool(size_t n_layers, size_t kv_dim, size_t block_tokens, size_t n_blocks, size_t total,
-         std::unique_ptr<float[]> data);
+  KvPool(size_t n_layers, size_t kv_dim, size_t block_tokens, size_t n_blocks, bool keys_only,
+         size_t total, std::unique_ptr<float[]> data);
+  size_t planes() const { return keys_only_ ? 1 : 2; }
   size_t block_floats() const { return block_tokens_ * kv_dim_; }
 
   size_t n_layers_;
   size_t kv_dim_;
   size_t block_tokens_;
   size_t n_blocks_;
+  bool keys_only_;
   size_t total_floats_;
   std::unique_ptr<float[]> data_;
   CopyHook copy_hook_;

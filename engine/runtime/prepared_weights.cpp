@@ -16,11 +16,65 @@ Status to_matrix(const model::TensorInfo* t, kernels::WeightMatrix& out) {
   return Status();
 }
 
+// A view of slab `index` of `count` equal slabs of t's bytes as a rows x cols matrix.
+Status slab_matrix(const model::TensorInfo& t, size_t index, size_t count, size_t rows, size_t cols,
+                   kernels::WeightMatrix& out) {
+  const size_t slab = t.data.size() / count;
+  TANDEM_ASSIGN_OR_RETURN(
+      out, kernels::make_weight_matrix(t.type, t.data.subspan(index * slab, slab), rows, cols));
+  return Status();
+}
+
+// MLA weights: per-head views of attn_k_b / attn_v_b, or (legacy attn_kv_b, per head nope key
+// rows then v_head value rows) the value rows as views and the key rows transposed into F32.
+Status prepare_mla(const model::ModelSpec& spec, const model::LayerWeights& w, PreparedLayer& L) {
+  const model::MlaSpec& m = spec.mla;
+  const size_t heads = spec.n_heads;
+  TANDEM_RETURN_IF_ERROR(to_matrix(w.q_a, L.q_a));
+  TANDEM_RETURN_IF_ERROR(to_matrix(w.q_b, L.q_b));
+  TANDEM_RETURN_IF_ERROR(to_matrix(w.kv_a, L.kv_a));
+  TANDEM_RETURN_IF_ERROR(to_float(w.q_a_norm, L.q_a_norm));
+  TANDEM_RETURN_IF_ERROR(to_float(w.kv_a_norm, L.kv_a_norm));
+  L.k_b.resize(heads);
+  L.v_b.resize(heads);
+  if (m.split_kv_b) {
+    for (size_t j = 0; j < heads; ++j) {
+      TANDEM_RETURN_IF_ERROR(
+          slab_matrix(*w.k_b, j, heads, m.kv_lora_rank, m.qk_nope_dim, L.k_b[j]));
+      TANDEM_RETURN_IF_ERROR(slab_matrix(*w.v_b, j, heads, m.v_head_dim, m.kv_lora_rank, L.v_b[j]));
+    }
+    return Status();
+  }
+  kernels::WeightMatrix kv_b;
+  TANDEM_RETURN_IF_ERROR(to_matrix(w.kv_b, kv_b));
+  const size_t per_head = m.qk_nope_dim + m.v_head_dim;
+  const size_t lora = m.kv_lora_rank;
+  L.mla_owned.assign(heads * lora * m.qk_nope_dim, 0.0f);
+  std::vector<float> rows(m.qk_nope_dim * lora);
+  for (size_t j = 0; j < heads; ++j) {
+    kernels::weight_rows_to_float(kv_b, j * per_head, j * per_head + m.qk_nope_dim, rows);
+    float* kt = L.mla_owned.data() + j * lora * m.qk_nope_dim;
+    for (size_t r = 0; r < m.qk_nope_dim; ++r) {
+      for (size_t c = 0; c < lora; ++c) kt[c * m.qk_nope_dim + r] = rows[r * lora + c];
+    }
+    const auto bytes = std::as_bytes(std::span<const float>(kt, lora * m.qk_nope_dim));
+    TANDEM_ASSIGN_OR_RETURN(
+        L.k_b[j],
+        kernels::make_weight_matrix(
+            TensorType::kF32,
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+            lora, m.qk_nope_dim));
+    L.v_b[j] = kv_b;  // the value rows of head j, a row range of the checkpoint's matrix
+    L.v_b[j].data = kv_b.row_data(j * per_head + m.qk_nope_dim);
+    L.v_b[j].rows = m.v_head_dim;
+  }
+  return Status();
+}
+
 }  // namespace
 
 Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
                                         const model::ModelWeights& weights) {
-  (void)spec;
   PreparedWeights p;
   TANDEM_RETURN_IF_ERROR(to_matrix(weights.token_embedding, p.token_embedding));
   TANDEM_RETURN_IF_ERROR(to_matrix(weights.lm_head, p.lm_head));
@@ -41,11 +95,15 @@ Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
     TANDEM_RETURN_IF_ERROR(to_float(w.v_bias, L.v_bias));
     TANDEM_RETURN_IF_ERROR(to_float(w.q_norm, L.q_norm));
     TANDEM_RETURN_IF_ERROR(to_float(w.k_norm, L.k_norm));
+    if (spec.attention == model::AttentionKind::kMla) {
+      TANDEM_RETURN_IF_ERROR(prepare_mla(spec, w, L));
+    }
     TANDEM_RETURN_IF_ERROR(to_float(w.ffn_norm, L.ffn_norm));
     L.moe = w.moe;
     if (w.moe) {
       TANDEM_RETURN_IF_ERROR(to_matrix(w.router, L.router));
       TANDEM_RETURN_IF_ERROR(to_float(w.router_bias, L.router_bias));
+      TANDEM_RETURN_IF_ERROR(to_float(w.selection_bias, L.selection_bias));
       L.has_shared = w.shared_gate != nullptr;
       TANDEM_RETURN_IF_ERROR(to_matrix(w.shared_gate, L.shared_gate));
       TANDEM_RETURN_IF_ERROR(to_matrix(w.shared_up, L.shared_up));

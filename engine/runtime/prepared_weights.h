@@ -17,10 +17,19 @@ struct PreparedLayer {
   std::vector<float> q_bias, k_bias, v_bias, o_bias;  // empty when absent
   std::vector<float> sinks;                           // [n_heads] or empty
   std::vector<float> q_norm, k_norm;                  // empty when absent
+  // MLA (q above when q_lora_rank is 0). k_b[j]: head j's key up-projection transposed,
+  // [kv_lora x nope], mapping q_nope into the latent space; v_b[j]: [v_head x kv_lora], mapping
+  // the attention output over the latent back to the head's value. Views into the checkpoint
+  // (split layout) or into mla_owned (legacy attn_kv_b, split and transposed to F32 at load).
+  kernels::WeightMatrix q_a, q_b, kv_a;
+  std::vector<float> q_a_norm, kv_a_norm;
+  std::vector<kernels::WeightMatrix> k_b, v_b;
+  std::vector<float> mla_owned;
   std::vector<float> ffn_norm;
   bool moe = false;
-  kernels::WeightMatrix router;    // [n_experts x hidden]
-  std::vector<float> router_bias;  // [n_experts] or empty
+  kernels::WeightMatrix router;       // [n_experts x hidden]
+  std::vector<float> router_bias;     // [n_experts] or empty
+  std::vector<float> selection_bias;  // [n_experts] or empty
   bool has_shared = false;
   kernels::WeightMatrix shared_gate, shared_up, shared_down;
   bool has_shared_gate = false;

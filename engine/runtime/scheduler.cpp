@@ -559,9 +559,11 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner
         "a model whose every layer is windowed has no layers for the KV pool");
   }
   const size_t kv_dim = static_cast<size_t>(runner->spec().kv_dim());
-  TANDEM_ASSIGN_OR_RETURN(const int64_t per_token,
-                          kv_bytes_per_token(static_cast<int64_t>(layout.n_full), 1,
-                                             static_cast<int64_t>(kv_dim), sizeof(float)));
+  const bool keys_only = runner->spec().kv_value_dim() == 0;  // MLA: the latent row only
+  TANDEM_ASSIGN_OR_RETURN(
+      const int64_t per_token,
+      kv_bytes_per_token(static_cast<int64_t>(layout.n_full), 1, static_cast<int64_t>(kv_dim),
+                         sizeof(float), keys_only));
   KvBlockConfig kv;
   kv.block_tokens = options.kv_block_tokens;
   kv.bytes_per_token = per_token;
@@ -593,7 +595,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<KvPool> pool,
       KvPool::create(layout.n_full, kv_dim, static_cast<size_t>(allocator.block_tokens()),
-                     static_cast<size_t>(allocator.total_blocks())));
+                     static_cast<size_t>(allocator.total_blocks()), keys_only));
   TANDEM_RETURN_IF_ERROR(validate_scheduler_limits(
       options.limits, KvBudget{allocator.total_blocks(), allocator.block_tokens()}));
   if (options.eos_token_ids.empty() && runner->spec().eos_token_id.has_value()) {

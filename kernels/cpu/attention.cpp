@@ -40,9 +40,10 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
   const size_t n_heads = config.n_heads;
   const size_t n_kv = config.n_kv_heads;
   const size_t dim = config.head_dim;
+  const size_t vdim = config.value_dim != 0 ? config.value_dim : dim;
   const size_t window = config.window;
-  TANDEM_CHECK(n_heads > 0 && n_kv > 0 && dim > 0 && n_heads % n_kv == 0);
-  TANDEM_CHECK(q.size() == n_q * n_heads * dim && out.size() == q.size());
+  TANDEM_CHECK(n_heads > 0 && n_kv > 0 && dim > 0 && n_heads % n_kv == 0 && vdim <= dim);
+  TANDEM_CHECK(q.size() == n_q * n_heads * dim && out.size() == n_q * n_heads * vdim);
   TANDEM_CHECK(head_begin <= head_end && head_end <= n_heads);
   TANDEM_CHECK(config.sinks.empty() || config.sinks.size() == n_heads);
   if (n_q == 0) return;
@@ -88,15 +89,15 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
       } else {
         softmax_with_sink(row, config.sinks[h]);
       }
-      float* oh = out.data() + (i * n_heads + h) * dim;
-      std::fill(oh, oh + dim, 0.0f);
+      float* oh = out.data() + (i * n_heads + h) * vdim;
+      std::fill(oh, oh + vdim, 0.0f);
       for (size_t p = lo; p < end;) {
         const float* vp0 = row_ptr(kv.values, p, head_off);
         const size_t n_rows = std::min(rows - p % rows, end - p);
         for (size_t r = 0; r < n_rows; ++r) {
           const float w = scores[p - lo + r];
           const float* vp = vp0 + r * kv_row;
-          for (size_t d = 0; d < dim; ++d) oh[d] += w * vp[d];
+          for (size_t d = 0; d < vdim; ++d) oh[d] += w * vp[d];
         }
         p += n_rows;
       }

@@ -13,6 +13,10 @@ struct AttentionConfig {
   size_t n_heads = 0;     // query heads
   size_t n_kv_heads = 0;  // key/value heads; n_heads must be a multiple (GQA; equal = MHA)
   size_t head_dim = 0;
+  // Floats of each head's value: 0 = head_dim. Less than head_dim for MLA, whose values are the
+  // leading value_dim floats of each key row (KvBlocks::values == keys); out is then
+  // [n_q x n_heads x value_dim].
+  size_t value_dim = 0;
   float scale = 0.0f;  // score scale; 1 / sqrt(head_dim) for Qwen2/3-MoE, Mixtral, OLMoE
   // Sliding window: 0 = full causal attention; otherwise the query at position t sees only keys
   // at positions s with t - s < window (itself and the window - 1 before it). Positions before the
@@ -48,7 +52,9 @@ struct KvBlocks {
 //            covers every position up to start_pos + n_q - 1 (table.size() >= ceil((start_pos +
 //            n_q) / block_rows)), but only entries of blocks holding positions >= lo(start_pos)
 //            are read or checked.
-//   out:     [n_q x n_heads x head_dim]
+//   out:     [n_q x n_heads x value_dim] (value_dim = head_dim unless the config says less); the
+//            value of kv head g at position p is the first value_dim floats of its row (row layout
+//            as the keys').
 // For each (token, head), over positions p = lo(t) .. t in ascending order:
 //   s_p = scale * dot(q, k_p) in float (dot_f32);
 //   without sinks: w = kernels::softmax(s) (max-subtracted, float exp, double sum, float

@@ -237,6 +237,22 @@ def generate(daemon, input_ids, *, request_id=None, stream=False, timeout=60, me
     return chunks, completes[0]
 
 
+def generate_samples(daemon, input_ids, *, stream, **sampling):
+    """One Generate call with n samples; returns {index: (streamed ids, complete)}."""
+    req = pb.GenerateRequest(request_id=new_id("n"), stream=stream,
+                             tokenized=pb.TokenizedInput(input_ids=list(input_ids)),
+                             sampling_params=pb.SamplingParams(**sampling))
+    streamed, completes = {}, {}
+    for resp in daemon.vllm.Generate(req, timeout=60, metadata=daemon.metadata()):
+        if resp.WhichOneof("response") == "chunk":
+            assert resp.chunk.index not in completes, "a chunk after its sample's complete"
+            streamed.setdefault(resp.chunk.index, []).extend(resp.chunk.token_ids)
+        else:
+            assert resp.complete.index not in completes, "two completes for one sample"
+            completes[resp.complete.index] = resp.complete
+    return {i: (streamed.get(i, []), c) for i, c in completes.items()}
+
+
 def tandem_cli_json(*args):
     """Runs `tandem generate ... --json` and returns the parsed JSON."""
     out = subprocess.run([str(TANDEM_CLI), "generate", *args, "--json"], capture_output=True,

@@ -11,6 +11,7 @@ import time
 import grpc
 import pytest
 from conftest import (DEMO_GGUF, DEMO_HF, TANDEM_CLI, TINY_DIR, TINY_F32, detokenize, generate,
+                      generate_samples,
                       new_id, tandem_cli_json)
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -621,22 +622,6 @@ def test_kv_events_stream_ends_when_the_daemon_drains(tandemd):
     assert call.code() == grpc.StatusCode.OK
     assert daemon.wait_exit() == 0
     assert time.monotonic() - started < 10
-
-
-def generate_samples(daemon, input_ids, *, stream, **sampling):
-    """One Generate call with n samples; returns {index: (streamed ids, complete)}."""
-    req = pb.GenerateRequest(request_id=new_id("n"), stream=stream,
-                             tokenized=pb.TokenizedInput(input_ids=list(input_ids)),
-                             sampling_params=pb.SamplingParams(**sampling))
-    streamed, completes = {}, {}
-    for resp in daemon.vllm.Generate(req, timeout=60, metadata=daemon.metadata()):
-        if resp.WhichOneof("response") == "chunk":
-            assert resp.chunk.index not in completes, "a chunk after its sample's complete"
-            streamed.setdefault(resp.chunk.index, []).extend(resp.chunk.token_ids)
-        else:
-            assert resp.complete.index not in completes, "two completes for one sample"
-            completes[resp.complete.index] = resp.complete
-    return {i: (streamed.get(i, []), c) for i, c in completes.items()}
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])

@@ -1,36 +1,17 @@
 // Forward pass against llama.cpp's tiny-moe references (F32 and Q8_0 GGUF).
 #include <catch2/catch.hpp>
 
-#include "tests/runtime/runtime_fixture.h"
+#include "tests/runtime/llamacpp_reference.h"
 
 namespace tandem::runtime::testing {
 namespace {
 
-void check_variant(const std::string& variant, float tolerance) {
-  const std::string dir = tiny_moe_dir();
-  const auto ref = read_json(dir + "ref-" + variant + ".json");
-  auto model = load_model(dir + "tiny-moe-" + variant + ".gguf");
-  REQUIRE(ref["prompts"].size() == 3);
-  for (const auto& p : ref["prompts"]) {
-    const std::string name = p["name"];
-    INFO(variant << " prompt " << name);
-    const auto ids = p["tokens"].get<std::vector<int32_t>>();
-    const auto expected = read_f32(dir + p["prompt_logits_file"].get<std::string>());
-    auto cache = model->runner->new_kv_cache();
-    const auto logits = prefill_all(*model->runner, ids, *cache);
-    REQUIRE(logits.size() == expected.size());
-    CHECK(max_abs_diff(logits, expected) < tolerance);
-    const auto want = p["greedy_tokens"].get<std::vector<int32_t>>();
-    CHECK(greedy(*model->runner, ids, want.size()) == want);
-  }
-}
-
 TEST_CASE("tiny-moe F32 logits and greedy tokens match llama.cpp", "[runtime][forward]") {
-  check_variant("f32", 1e-4f);
+  check_llamacpp_reference(tiny_moe_dir(), "tiny-moe-", "f32", 1e-4f, true);
 }
 
 TEST_CASE("tiny-moe Q8_0 logits and greedy tokens match llama.cpp", "[runtime][forward]") {
-  check_variant("q8_0", 1e-3f);
+  check_llamacpp_reference(tiny_moe_dir(), "tiny-moe-", "q8_0", 1e-3f, true);
 }
 
 TEST_CASE("tiny-moe greedy logits along the decode path match llama.cpp", "[runtime][forward]") {

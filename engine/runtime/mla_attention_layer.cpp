@@ -1,0 +1,126 @@
+// ModelRunner::mla_attention_block: DeepSeek's multi-head latent attention in the absorbed form.
+// The cache holds one row per token, [rmsnorm(c_kv) | rope(k_pe)] (kv_lora_rank + qk_rope
+// floats), shared by every head; values are its first kv_lora_rank floats. Each head's query is
+// [k_b q_nope | rope(q_pe)], so a score is q_nope . (W_k c_kv) + q_pe . k_pe without ever
+// expanding per-head keys, and the head's output is v_b applied to the softmax-weighted latent.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/runtime/model_runner.h"
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/vector_ops.h"
+
+namespace tandem::runtime {
+namespace {
+
+// dst[t * dst_stride + dst_off .. + width) = src[t * src_stride + src_off .. + width), t < n.
+void copy_columns(const float* src, size_t src_stride, size_t src_off, float* dst,
+                  size_t dst_stride, size_t dst_off, size_t width, size_t n) {
+  for (size_t t = 0; t < n; ++t) {
+    std::copy_n(src + t * src_stride + src_off, width, dst + t * dst_stride + dst_off);
+  }
+}
+
+}  // namespace
+
+void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInput> batch) {
+  const PreparedLayer& L = weights_.layers[layer];
+  const model::MlaSpec& m = spec_.mla;
+  const size_t n = n_tokens_;
+  const size_t hidden = spec_.hidden_size;
+  const size_t heads = spec_.n_heads;
+  const size_t lora = m.kv_lora_rank;
+  const size_t rope_dim = m.qk_rope_dim;
+  const size_t nope = m.qk_nope_dim;
+  const size_t q_head = m.q_head_dim();
+  const size_t row = m.cache_row();  // = spec_.head_dim
+  const size_t v_head = m.v_head_dim;
+  const float eps = static_cast<float>(spec_.rms_norm_eps);
+  ThreadPool* pool = pool_.get();
+
+  kernels::rms_norm(x_, L.attn_norm, eps, n, hidden, h_);
+  std::span<const float> h(h_.data(), n * hidden);
+
+  // Queries [n x heads x (nope + rope)], through the low-rank q when the model has one.
+  mla_q_.resize(n * heads * q_head);
+  std::span<float> q_raw(mla_q_.data(), n * heads * q_head);
+  if (m.q_lora_rank > 0) {
+    const size_t r = m.q_lora_rank;
+    mla_qa_.resize(n * r);
+    std::span<float> qa(mla_qa_.data(), n * r);
+    experts::pooled_matmul(pool, L.q_a, h, n, qa, mode_, scratch_);
+    kernels::rms_norm(qa, L.q_a_norm, eps, n, r, qa);
+    experts::pooled_matmul(pool, L.q_b, qa, n, q_raw, mode_, scratch_);
+  } else {
+    experts::pooled_matmul(pool, L.q, h, n, q_raw, mode_, scratch_);
+  }
+
+  // The cache rows: [c_kv | k_pe] from one projection; c_kv normed, k_pe rotated.
+  std::span<float> kv(k_.data(), n * row);
+  experts::pooled_matmul(pool, L.kv_a, h, n, kv, mode_, scratch_);
+  for (size_t t = 0; t < n; ++t) {
+    std::span<float> c(k_.data() + t * row, lora);
+    kernels::rms_norm(c, L.kv_a_norm, eps, 1, lora, c);
+  }
+  kernels::RopeConfig rope = rope_config(spec_, layer);
+  rope.head_dim = rope_dim;
+  rope.rot_dims = rope_dim;
+  mla_in_.resize(n * std::max(heads * rope_dim, std::max(nope, lora)));
+  copy_columns(k_.data(), row, lora, mla_in_.data(), rope_dim, 0, rope_dim, n);
+  kernels::rope(std::span<float>(mla_in_.data(), n * rope_dim), n, 1, positions_, rope);
+  copy_columns(mla_in_.data(), rope_dim, 0, k_.data(), row, lora, rope_dim, n);
+
+  // Absorbed queries [n x heads x row]: q_pe rotated, q_nope mapped into the latent by k_b.
+  std::vector<float>& q_abs = q_;
+  q_abs.resize(n * heads * row);
+  for (size_t j = 0; j < heads; ++j) {
+    copy_columns(mla_q_.data(), heads * q_head, j * q_head + nope, mla_in_.data(), heads * rope_dim,
+                 j * rope_dim, rope_dim, n);
+  }
+  kernels::rope(std::span<float>(mla_in_.data(), n * heads * rope_dim), n, heads, positions_, rope);
+  for (size_t j = 0; j < heads; ++j) {
+    copy_columns(mla_in_.data(), heads * rope_dim, j * rope_dim, q_abs.data(), heads * row,
+                 j * row + lora, rope_dim, n);
+  }
+  mla_out_.resize(n * std::max(lora, v_head));
+  for (size_t j = 0; j < heads; ++j) {
+    copy_columns(mla_q_.data(), heads * q_head, j * q_head, mla_in_.data(), nope, 0, nope, n);
+    experts::pooled_matmul(pool, L.k_b[j], std::span<const float>(mla_in_.data(), n * nope), n,
+                           std::span<float>(mla_out_.data(), n * lora), mode_, scratch_);
+    copy_columns(mla_out_.data(), lora, 0, q_abs.data(), heads * row, j * row, lora, n);
+  }
+
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SequenceInput& seq = batch[s];
+    const size_t ns = seq.tokens.size();
+    seq.cache->write(layer, seq.start_pos,
+                     std::span<const float>(k_.data() + token_offset_[s] * row, ns * row), {});
+  }
+
+  kernels::AttentionConfig cfg;
+  cfg.n_heads = heads;
+  cfg.n_kv_heads = 1;
+  cfg.head_dim = row;
+  cfg.value_dim = lora;
+  cfg.scale = static_cast<float>(spec_.attn_scale);
+  attn_.resize(n * heads * lora);
+  attend(layer, batch, cfg, q_abs, attn_);
+
+  // Each head's latent output back to its value space, then the output projection.
+  mla_heads_.resize(n * heads * v_head);
+  for (size_t j = 0; j < heads; ++j) {
+    copy_columns(attn_.data(), heads * lora, j * lora, mla_in_.data(), lora, 0, lora, n);
+    experts::pooled_matmul(pool, L.v_b[j], std::span<const float>(mla_in_.data(), n * lora), n,
+                           std::span<float>(mla_out_.data(), n * v_head), mode_, scratch_);
+    copy_columns(mla_out_.data(), v_head, 0, mla_heads_.data(), heads * v_head, j * v_head, v_head,
+                 n);
+  }
+  std::span<float> o(tmp_.data(), n * hidden);
+  experts::pooled_matmul(pool, L.o, std::span<const float>(mla_heads_.data(), n * heads * v_head),
+                         n, o, mode_, scratch_);
+  std::span<float> x(x_.data(), n * hidden);
+  kernels::add(x, o, x);
+}
+
+}  // namespace tandem::runtime
