@@ -219,13 +219,13 @@ std::string to_text(const Checkpoint& c, const CheckpointSizes& sz) {
     }
     if (s.attention == model::AttentionKind::kMla) {
       const model::MlaSpec& m = s.mla;
-      append_line(o, "attention:     MLA (absorbed), q_lora " + std::to_string(m.q_lora_rank) +
-                         ", kv_lora " + std::to_string(m.kv_lora_rank) + ", qk " +
-                         std::to_string(m.qk_nope_dim) + " + rope " +
-                         std::to_string(m.qk_rope_dim) + ", v " + std::to_string(m.v_head_dim) +
-                         "; KV cache " + std::to_string(m.cache_row()) +
-                         " floats per token and layer" +
-                         (m.split_kv_b ? "" : " (legacy attn_kv_b, split at load)"));
+      append_line(
+          o, "attention:     MLA (absorbed), q_lora " + std::to_string(m.q_lora_rank) +
+                 ", kv_lora " + std::to_string(m.kv_lora_rank) + ", qk " +
+                 std::to_string(m.qk_nope_dim) + " + rope " + std::to_string(m.qk_rope_dim) +
+                 ", v " + std::to_string(m.v_head_dim) + "; KV cache " +
+                 std::to_string(m.cache_row()) + " floats per token and layer" +
+                 (m.split_kv_b ? "" : " (k and v up-projections in one tensor, split at load)"));
     }
     if (s.n_shared_experts > 0) {
       append_line(o, "shared expert: " + std::to_string(s.n_shared_experts) + " x ffn " +

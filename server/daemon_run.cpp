@@ -159,7 +159,7 @@ int run_daemon(config::Config config, const std::string& executable_path) {
     return refuse_start(activity.status(),
                         startup_exit_code(activity.status(), StartupStage::kCheckpoint));
   }
-  Result<ServingEngine> engine = start_engine(config, *model, activity->get(), *gpu);
+  Result<ServingEngine> engine = start_engine(config, *model, activity->get(), model->gpu);
   if (!engine.ok()) {
     return refuse_start(engine.status(), startup_exit_code(engine.status(), StartupStage::kEngine));
   }

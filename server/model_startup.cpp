@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/model/architecture.h"
+#include "engine/runtime/dense_executor.h"
 #if defined(TANDEM_WITH_CUDA)
 #include "kernels/cuda/device_info.h"
 #endif
@@ -36,7 +37,7 @@ void log_model(const model::Checkpoint& checkpoint) {
 
 }  // namespace
 
-Result<StartedModel> start_model(const config::Config& config, const GpuProbe& gpu) {
+Result<StartedModel> start_model(const config::Config& config, const GpuProbe& probe) {
   if (config.model.path.empty()) {
     return failed_precondition_error(
         "no model configured: set model.path (YAML), TANDEM_MODEL_PATH or --model.path");
@@ -54,6 +55,18 @@ Result<StartedModel> start_model(const config::Config& config, const GpuProbe& g
   }
   TANDEM_RETURN_IF_ERROR(check_context_length(config.model.context_length,
                                               checkpoint.spec->context_length, checkpoint.path));
+  GpuProbe gpu = probe;
+  if (const std::string why = runtime::dense_executor_unsupported(*checkpoint.spec);
+      gpu.dense_on_gpu && !why.empty()) {
+    if (config.runtime.dense_device == config::DenseDevice::kGpu) {
+      return failed_precondition_error(
+          "runtime.dense_device is gpu but " +
+          std::string(model::architecture_name(checkpoint.spec->architecture)) + ": " + why +
+          "; set runtime.dense_device: auto or cpu");
+    }
+    gpu.dense_on_gpu = false;
+    spdlog::info("dense parts and KV cache on the CPU after all: {}", why);
+  }
   placement::GpuBudget budget;
   if (config.placement.policy == config::PlacementPolicy::kBudget) {
     if (gpu.has_device()) {
@@ -72,7 +85,7 @@ Result<StartedModel> start_model(const config::Config& config, const GpuProbe& g
                           placement::plan_startup_placement(config.placement, checkpoint, budget));
   std::istringstream table(placement::format_report_table(planned.report));
   for (std::string line; std::getline(table, line);) spdlog::info("{}", line);
-  return StartedModel{std::move(checkpoint), std::move(planned)};
+  return StartedModel{std::move(checkpoint), std::move(planned), std::move(gpu)};
 }
 
 Status check_context_length(int configured, uint64_t model_context, const std::string& model_path) {

@@ -16,16 +16,20 @@ namespace tandem::server {
 struct StartedModel {
   model::Checkpoint checkpoint;
   placement::StartupPlacement placement;
+  // The probe as this model uses it: dense_on_gpu cleared when the model's dense parts cannot run
+  // on the GPU (runtime::dense_executor_unsupported) and runtime.dense_device is auto.
+  GpuProbe gpu;
 };
 
 // Opens config.model.path (a runnable model is required), checks model.context_length against
 // the model (check_context_length) and plans the placement from config.placement; policy budget
 // fills the GPU memory `gpu` offers (gpu_offer) after what it must hold anyway (gpu_fixed_demand),
 // or placement.gpu_memory_budget without a device. Errors name the path: FAILED_PRECONDITION when
-// no model is configured, the checkpoint reader's or the planner's error otherwise. Logs the model
+// no model is configured or runtime.dense_device is gpu for a model whose dense parts cannot run
+// there, the checkpoint reader's or the planner's error otherwise. Logs the model
 // summary and the placement table (spdlog). Blocking I/O; call from main before any serving thread
 // starts.
-Result<StartedModel> start_model(const config::Config& config, const GpuProbe& gpu = {});
+Result<StartedModel> start_model(const config::Config& config, const GpuProbe& probe = {});
 
 // model.context_length against the context the model declares: OK for 0 (the model's own) or a
 // value up to `model_context`, and for any value when the model declares none (0); otherwise

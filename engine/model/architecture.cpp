@@ -29,6 +29,19 @@ constexpr LayerRecipe kDeepseek2Recipe{.attention = AttentionKind::kMla,
                                        .routing = RoutingPolicy::kSigmoidTopK,
                                        .selection_bias = true,
                                        .shared_expert = SharedExpertKind::kPlain};
+// GLM-4.5 (src/models/glm4-moe.cpp): q/k/v biases and the per-head QK norm as the file has them
+// (spec readers), sigmoid routing with a selection bias, a plain shared expert.
+constexpr LayerRecipe kGlm4MoeRecipe{.qkv_bias = true,
+                                     .routing = RoutingPolicy::kSigmoidTopK,
+                                     .selection_bias = true,
+                                     .shared_expert = SharedExpertKind::kPlain,
+                                     .default_norm_topk_prob = false};
+// MiniMax-M2 (src/models/minimax-m2.cpp): Q/K norm over the whole projection, sigmoid routing
+// with a selection bias, always renormalised.
+constexpr LayerRecipe kMinimaxM2Recipe{.qk_norm = QkNorm::kWholeProjection,
+                                       .routing = RoutingPolicy::kSigmoidTopK,
+                                       .selection_bias = true,
+                                       .default_norm_topk_prob = true};
 
 constexpr std::array kArchitectures = {
     ArchitectureTraits{Architecture::kQwen3Moe, "qwen3moe", "qwen3moe", "qwen3_moe",
@@ -44,6 +57,10 @@ constexpr std::array kArchitectures = {
                        kGptOssRecipe, "post_attention_norm", false},
     ArchitectureTraits{Architecture::kDeepseek2, "deepseek2", "deepseek2", "deepseek_v3",
                        "DeepseekV3ForCausalLM", kDeepseek2Recipe, "ffn_norm", false},
+    ArchitectureTraits{Architecture::kGlm4Moe, "glm4moe", "glm4moe", "glm4_moe",
+                       "Glm4MoeForCausalLM", kGlm4MoeRecipe, "post_attention_norm", false},
+    ArchitectureTraits{Architecture::kMinimaxM2, "minimax-m2", "minimax-m2", "minimax_m2",
+                       "MiniMaxM2ForCausalLM", kMinimaxM2Recipe, "ffn_norm", true},
 };
 
 }  // namespace

@@ -11,7 +11,16 @@
 
 namespace tandem::model {
 
-enum class Architecture { kQwen3Moe, kQwen2Moe, kMixtral, kOlmoe, kGptOss, kDeepseek2 };
+enum class Architecture {
+  kQwen3Moe,
+  kQwen2Moe,
+  kMixtral,
+  kOlmoe,
+  kGptOss,
+  kDeepseek2,
+  kGlm4Moe,
+  kMinimaxM2,
+};
 
 // Where the Q/K RMSNorm weights apply: over each head (Qwen3-MoE, weight [head_dim]) or over the
 // whole projection (OLMoE, weight [n_heads * head_dim] / [n_kv_heads * head_dim]).

@@ -7,85 +7,12 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/model/architecture_spec.h"
+#include "engine/model/archs/archs.h"
+#include "engine/model/spec_readers.h"
 
 namespace tandem::model {
 
 namespace {
-
-// Collects every missing / mistyped key instead of stopping at the first.
-class KeyReader {
- public:
-  explicit KeyReader(const GgufFile& file) : file_(file) {}
-
-  uint64_t required_u64(const std::string& key) {
-    Result<uint64_t> v = file_.get_u64(key);
-    if (!v.ok()) {
-      problems_.push_back(v.status().code() == StatusCode::kNotFound ? "missing key " + key
-                                                                     : v.status().message());
-      return 0;
-    }
-    return *v;
-  }
-
-  std::optional<uint64_t> optional_u64(const std::string& key) {
-    if (!file_.contains(key)) return std::nullopt;
-    Result<uint64_t> v = file_.get_u64(key);
-    if (!v.ok()) {
-      problems_.push_back(v.status().message());
-      return std::nullopt;
-    }
-    return *v;
-  }
-
-  std::optional<double> optional_f64(const std::string& key) {
-    if (!file_.contains(key)) return std::nullopt;
-    Result<double> v = file_.get_f64(key);
-    if (!v.ok()) {
-      problems_.push_back(v.status().message());
-      return std::nullopt;
-    }
-    return *v;
-  }
-
-  double required_f64(const std::string& key) {
-    std::optional<double> v = optional_f64(key);
-    if (!v && !file_.contains(key)) problems_.push_back("missing key " + key);
-    return v.value_or(0.0);
-  }
-
-  std::optional<std::string> optional_string(const std::string& key) {
-    if (!file_.contains(key)) return std::nullopt;
-    Result<std::string_view> v = file_.get_string(key);
-    if (!v.ok()) {
-      problems_.push_back(v.status().message());
-      return std::nullopt;
-    }
-    return std::string(*v);
-  }
-
-  std::optional<bool> optional_bool(const std::string& key) {
-    if (!file_.contains(key)) return std::nullopt;
-    Result<bool> v = file_.get_bool(key);
-    if (!v.ok()) {
-      problems_.push_back(v.status().message());
-      return std::nullopt;
-    }
-    return *v;
-  }
-
-  void problem(std::string p) { problems_.push_back(std::move(p)); }
-
-  Status status() const {
-    if (problems_.empty()) return Status();
-    std::string message = file_.name() + ": bad model metadata:";
-    for (const std::string& p : problems_) message += "\n  " + p;
-    return invalid_argument_error(std::move(message));
-  }
-
- private:
-  const GgufFile& file_;
-  std::vector<std::string> problems_;
-};
 
 RopeScalingType scaling_from_name(std::string_view name, bool* known) {
   *known = true;
@@ -122,87 +49,6 @@ void read_sliding_window(const GgufFile& file, const std::string& p, KeyReader& 
   }
   const uint64_t period = keys.optional_u64(key).value_or(2);
   for (size_t i = 0; i < n; ++i) s.swa_layers[i] = period == 0 || i % period < period - 1;
-}
-
-// llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE values.
-constexpr uint64_t kGatingSoftmax = 1;
-constexpr uint64_t kGatingSigmoid = 2;
-
-// deepseek2: MLA sizes, the router, the shared expert, DeepSeek's YaRN attention factor
-// (llama.cpp's load_arch_hparams and graph for deepseek2; shared/data/tiny-deepseek2/README.md).
-//  - Layout: key_length_mla + value_length_mla present = split attn_k_b / attn_v_b, one KV head,
-//    key_length = kv_lora + rope; absent = legacy attn_kv_b, key/value_length the head sizes.
-//  - No expert_gating_func: softmax (DeepSeek-V2 files), except GLM-4.7-Lite (47/48 layers,
-//    vocab 154880: sigmoid), as llama.cpp guesses.
-//  - rope.scaling.yarn_log_multiplier holds 0.1 x mscale_all_dim.
-void read_deepseek2(const GgufFile& file, const std::string& p, KeyReader& keys, ModelSpec& s) {
-  MlaSpec& m = s.mla;
-  m.kv_lora_rank = keys.required_u64(p + "attention.kv_lora_rank");
-  m.qk_rope_dim = keys.required_u64(p + "rope.dimension_count");
-  const uint64_t key_length = keys.required_u64(p + "attention.key_length");
-  const uint64_t value_length = keys.required_u64(p + "attention.value_length");
-  const std::optional<uint64_t> k_mla = keys.optional_u64(p + "attention.key_length_mla");
-  const std::optional<uint64_t> v_mla = keys.optional_u64(p + "attention.value_length_mla");
-  m.split_kv_b = k_mla.has_value() && v_mla.has_value();
-  const uint64_t q_head = m.split_kv_b ? *k_mla : key_length;
-  m.v_head_dim = m.split_kv_b ? *v_mla : value_length;
-  if (q_head <= m.qk_rope_dim) {
-    keys.problem(p + "attention.key_length" + (m.split_kv_b ? "_mla" : "") + " (" +
-                 std::to_string(q_head) + ") must exceed rope.dimension_count (" +
-                 std::to_string(m.qk_rope_dim) + ")");
-  } else {
-    m.qk_nope_dim = q_head - m.qk_rope_dim;
-  }
-  if (m.split_kv_b && (key_length != m.cache_row() || value_length != m.kv_lora_rank)) {
-    keys.problem(p + "attention.key_length / value_length (" + std::to_string(key_length) + " / " +
-                 std::to_string(value_length) + ") should be kv_lora_rank + rope (" +
-                 std::to_string(m.cache_row()) + ") / kv_lora_rank (" +
-                 std::to_string(m.kv_lora_rank) + ") in the MLA layout");
-  }
-  const bool has_q_a = file.find_tensor("blk.0.attn_q_a.weight") != nullptr;
-  m.q_lora_rank = has_q_a ? keys.required_u64(p + "attention.q_lora_rank") : 0;
-  // Whatever head_count_kv says (1 in the MLA layout, n_heads in the legacy one): one latent row.
-  s.n_kv_heads = 1;
-  s.head_dim = m.cache_row();
-  s.head_dim_explicit = true;
-  s.rope.n_dims = m.qk_rope_dim;
-  s.rope.type = RopeType::kNormal;  // GGUF deepseek2 is LLAMA_ROPE_TYPE_NORM
-
-  s.n_expert_groups = keys.optional_u64(p + "expert_group_count").value_or(0);
-  s.n_expert_groups_used = keys.optional_u64(p + "expert_group_used_count").value_or(0);
-  s.expert_weights_scale = keys.optional_f64(p + "expert_weights_scale").value_or(0.0);
-  if (s.expert_weights_scale == 0.0) s.expert_weights_scale = 1.0;  // llama.cpp skips 0 and 1
-  std::optional<uint64_t> gating = keys.optional_u64(p + "expert_gating_func");
-  if (!gating || *gating == 0) {
-    const bool glm47_lite = (s.n_layers == 47 || s.n_layers == 48) && s.vocab_size == 154880;
-    gating = glm47_lite ? kGatingSigmoid : kGatingSoftmax;
-  }
-  if (*gating == kGatingSoftmax) {
-    s.routing = RoutingPolicy::kSoftmaxTopK;
-  } else if (*gating == kGatingSigmoid) {
-    s.routing = RoutingPolicy::kSigmoidTopK;
-  } else {
-    keys.problem(p + "expert_gating_func " + std::to_string(*gating) +
-                 " is not supported for deepseek2 (1 = softmax, 2 = sigmoid)");
-  }
-  s.router_selection_bias =
-      file.find_tensor("blk." + std::to_string(s.n_layers - 1) + ".exp_probs_b.bias") != nullptr;
-  s.n_shared_experts = keys.required_u64(p + "expert_shared_count");
-  s.shared_expert_ffn_size = s.expert_ffn_size * s.n_shared_experts;
-  s.shared_expert_gate = false;
-
-  // The softmax scale (llama.cpp's kq_scale, float arithmetic as there): with YaRN,
-  // mscale = 1 + 0.1 mscale_all_dim ln(factor), or 1 + 0.1 ln(factor) without the key.
-  float mscale = 1.0f;
-  if (s.rope.scaling == RopeScalingType::kYarn && s.rope.scaling_factor > 1.0) {
-    const float log_factor = std::log(static_cast<float>(s.rope.scaling_factor));
-    if (std::optional<double> mul = keys.optional_f64(p + "rope.scaling.yarn_log_multiplier")) {
-      s.rope.yarn_mscale_all_dim = static_cast<float>(*mul) / 0.1f;
-    }
-    const float all_dim = static_cast<float>(s.rope.yarn_mscale_all_dim);
-    mscale = all_dim != 0.0f ? 1.0f + 0.1f * all_dim * log_factor : 1.0f + 0.1f * log_factor;
-  }
-  s.attn_scale = mscale * mscale / std::sqrt(static_cast<float>(m.q_head_dim()));
 }
 
 }  // namespace
@@ -313,7 +159,19 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
   s.bos_token_id = keys.optional_u64("tokenizer.ggml.bos_token_id");
   s.eos_token_id = keys.optional_u64("tokenizer.ggml.eos_token_id");
   s.tied_embeddings = file.find_tensor("output.weight") == nullptr;
-  if (arch == Architecture::kDeepseek2) read_deepseek2(file, p, keys, s);
+  switch (arch) {
+    case Architecture::kDeepseek2:
+      read_deepseek2_gguf(file, p, keys, s);
+      break;
+    case Architecture::kGlm4Moe:
+      read_glm4moe_gguf(file, p, keys, s);
+      break;
+    case Architecture::kMinimaxM2:
+      read_minimax_m2_gguf(file, p, keys, s);
+      break;
+    default:
+      break;
+  }
   TANDEM_RETURN_IF_ERROR(keys.status());
   return s;
 }

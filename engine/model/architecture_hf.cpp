@@ -7,111 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/architecture_spec.h"
+#include "engine/model/archs/archs.h"
+#include "engine/model/spec_readers.h"
 
 namespace tandem::model {
 
 namespace {
-
-using nlohmann::json;
-
-// Reads config fields, collecting every missing / mistyped one.
-class FieldReader {
- public:
-  FieldReader(const json& config, std::string_view source) : config_(config), source_(source) {}
-
-  const json* find(const json& obj, const std::string& key) const {
-    auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  std::optional<uint64_t> optional_u64(const std::string& key, const json* obj = nullptr) {
-    const json* v = find(obj ? *obj : config_, key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number_integer() ||
-        (v->is_number_integer() && !v->is_number_unsigned() && v->get<int64_t>() < 0)) {
-      problems_.push_back(key + " must be a non-negative integer, got " + v->dump());
-      return std::nullopt;
-    }
-    return v->get<uint64_t>();
-  }
-
-  uint64_t required_u64(const std::string& key) {
-    if (find(config_, key) == nullptr) {
-      problems_.push_back("missing field " + key);
-      return 0;
-    }
-    return optional_u64(key).value_or(0);
-  }
-
-  std::optional<double> optional_f64(const std::string& key, const json* obj = nullptr) {
-    const json* v = find(obj ? *obj : config_, key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number()) {
-      problems_.push_back(key + " must be a number, got " + v->dump());
-      return std::nullopt;
-    }
-    return v->get<double>();
-  }
-
-  std::optional<bool> optional_bool(const std::string& key, const json* obj = nullptr) {
-    const json* v = find(obj ? *obj : config_, key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_boolean()) {
-      problems_.push_back(key + " must be true or false, got " + v->dump());
-      return std::nullopt;
-    }
-    return v->get<bool>();
-  }
-
-  std::string optional_string(const std::string& key, const json* obj = nullptr) {
-    const json* v = find(obj ? *obj : config_, key);
-    if (v == nullptr) return "";
-    if (!v->is_string()) {
-      problems_.push_back(key + " must be a string, got " + v->dump());
-      return "";
-    }
-    return v->get<std::string>();
-  }
-
-  // An integer or a list of integers (eos_token_id may be a list; the first is kept).
-  std::optional<uint64_t> token_id(const std::string& key) {
-    const json* v = find(config_, key);
-    if (v != nullptr && v->is_array()) {
-      if (v->empty()) return std::nullopt;
-      json first = json::object({{key, (*v)[0]}});
-      return optional_u64(key, &first);
-    }
-    return optional_u64(key);
-  }
-
-  // The expert count: num_experts (Qwen, OLMoE, older files) or num_local_experts (Mixtral, and
-  // Qwen3-MoE as transformers 5 writes it).
-  uint64_t expert_count() {
-    if (find(config_, "num_experts") != nullptr) return optional_u64("num_experts").value_or(0);
-    if (find(config_, "num_local_experts") != nullptr) {
-      return optional_u64("num_local_experts").value_or(0);
-    }
-    problems_.push_back("missing field num_experts (or num_local_experts)");
-    return 0;
-  }
-
-  void problem(std::string p) { problems_.push_back(std::move(p)); }
-
-  Status status() const {
-    if (problems_.empty()) return Status();
-    std::string message = std::string(source_) + ": bad model config:";
-    for (const std::string& p : problems_) message += "\n  " + p;
-    return invalid_argument_error(std::move(message));
-  }
-
-  const json& config() const { return config_; }
-
- private:
-  const json& config_;
-  std::string_view source_;
-  std::vector<std::string> problems_;
-};
 
 RopeScalingType scaling_from_hf(const std::string& name, bool* known) {
   *known = true;
@@ -123,55 +24,6 @@ RopeScalingType scaling_from_hf(const std::string& name, bool* known) {
   if (name == "llama3") return RopeScalingType::kLlama3;
   *known = false;
   return RopeScalingType::kNone;
-}
-
-// rope_theta at the top level (transformers 4.x) or inside rope_parameters (5.x); scaling in
-// rope_scaling (4.x, key "type" or "rope_type") or rope_parameters (5.x). `context_length` is
-// max_position_embeddings: YaRN without a factor uses max_position_embeddings / original (as
-// transformers' _compute_yarn_parameters does).
-void read_rope(FieldReader& f, double default_theta, uint64_t context_length, RopeSpec& rope) {
-  const json& c = f.config();
-  rope.type = RopeType::kNeox;
-  rope.theta = f.optional_f64("rope_theta").value_or(default_theta);
-  for (const char* key : {"rope_parameters", "rope_scaling"}) {
-    const json* obj = f.find(c, key);
-    if (obj == nullptr) continue;
-    if (!obj->is_object()) {
-      f.problem(std::string(key) + " must be an object");
-      continue;
-    }
-    if (std::optional<double> theta = f.optional_f64("rope_theta", obj)) rope.theta = *theta;
-    std::string type = f.optional_string("rope_type", obj);
-    if (type.empty()) type = f.optional_string("type", obj);
-    bool known = false;
-    RopeScalingType scaling = scaling_from_hf(type, &known);
-    if (!known) f.problem(std::string(key) + ": rope type \"" + type + "\" is not supported");
-    if (scaling != RopeScalingType::kNone) {
-      rope.scaling = scaling;
-      rope.original_context_length =
-          f.optional_u64("original_max_position_embeddings", obj).value_or(0);
-      const std::optional<double> factor = f.optional_f64("factor", obj);
-      rope.scaling_factor = factor.value_or(1.0);
-      if (!factor && scaling == RopeScalingType::kYarn && rope.original_context_length != 0) {
-        rope.scaling_factor =
-            static_cast<double>(context_length) / static_cast<double>(rope.original_context_length);
-      }
-      // transformers reads `beta or default`: 0 means the default too.
-      const double beta_fast = f.optional_f64("beta_fast", obj).value_or(0.0);
-      const double beta_slow = f.optional_f64("beta_slow", obj).value_or(0.0);
-      rope.yarn_beta_fast = beta_fast != 0.0 ? beta_fast : 32.0;
-      rope.yarn_beta_slow = beta_slow != 0.0 ? beta_slow : 1.0;
-      // truncate = false keeps YaRN's correction range fractional (gpt-oss).
-      rope.yarn_truncate = f.optional_bool("truncate", obj).value_or(true);
-      // transformers' YaRN variants the kernels do not compute (attention factor other than
-      // 0.1 ln(factor) + 1).
-      for (const char* unsupported : {"attention_factor", "mscale", "mscale_all_dim"}) {
-        if (f.find(*obj, unsupported) != nullptr) {
-          f.problem(std::string(key) + ": YaRN " + unsupported + " is not supported");
-        }
-      }
-    }
-  }
 }
 
 // transformers' rope_theta default per architecture (the config classes' default_theta).
@@ -279,6 +131,64 @@ void read_gpt_oss(FieldReader& f, ModelSpec& s) {
 
 }  // namespace
 
+// rope_theta at the top level (transformers 4.x) or inside rope_parameters (5.x); scaling in
+// rope_scaling (4.x, key "type" or "rope_type") or rope_parameters (5.x). `context_length` is
+// max_position_embeddings: YaRN without a factor uses max_position_embeddings / original (as
+// transformers' _compute_yarn_parameters does).
+void read_rope(FieldReader& f, double default_theta, uint64_t context_length, RopeSpec& rope) {
+  const json& c = f.config();
+  rope.type = RopeType::kNeox;
+  rope.theta = f.optional_f64("rope_theta").value_or(default_theta);
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    const json* obj = f.find(c, key);
+    if (obj == nullptr) continue;
+    if (!obj->is_object()) {
+      f.problem(std::string(key) + " must be an object");
+      continue;
+    }
+    if (std::optional<double> theta = f.optional_f64("rope_theta", obj)) rope.theta = *theta;
+    std::string type = f.optional_string("rope_type", obj);
+    if (type.empty()) type = f.optional_string("type", obj);
+    bool known = false;
+    RopeScalingType scaling = scaling_from_hf(type, &known);
+    if (!known) f.problem(std::string(key) + ": rope type \"" + type + "\" is not supported");
+    if (scaling != RopeScalingType::kNone) {
+      rope.scaling = scaling;
+      rope.original_context_length =
+          f.optional_u64("original_max_position_embeddings", obj).value_or(0);
+      const std::optional<double> factor = f.optional_f64("factor", obj);
+      rope.scaling_factor = factor.value_or(1.0);
+      if (!factor && scaling == RopeScalingType::kYarn && rope.original_context_length != 0) {
+        rope.scaling_factor =
+            static_cast<double>(context_length) / static_cast<double>(rope.original_context_length);
+      }
+      // transformers reads `beta or default`: 0 means the default too.
+      const double beta_fast = f.optional_f64("beta_fast", obj).value_or(0.0);
+      const double beta_slow = f.optional_f64("beta_slow", obj).value_or(0.0);
+      rope.yarn_beta_fast = beta_fast != 0.0 ? beta_fast : 32.0;
+      rope.yarn_beta_slow = beta_slow != 0.0 ? beta_slow : 1.0;
+      // truncate = false keeps YaRN's correction range fractional (gpt-oss).
+      rope.yarn_truncate = f.optional_bool("truncate", obj).value_or(true);
+      // mscale and mscale_all_dim both given and equal (DeepSeek-V2/V3, Kimi-K2): cos/sin are
+      // unscaled (transformers' attention factor is their get_mscale ratio, 1) and MLA's softmax
+      // scale takes mscale_all_dim. Other combinations, and attention_factor, change the
+      // attention factor in ways the kernels do not compute.
+      const std::optional<double> mscale = f.optional_f64("mscale", obj);
+      const std::optional<double> all_dim = f.optional_f64("mscale_all_dim", obj);
+      if (mscale && all_dim && *mscale == *all_dim && *all_dim != 0.0) {
+        rope.yarn_mscale_all_dim = *all_dim;
+      } else if (mscale || all_dim) {
+        f.problem(
+            std::string(key) +
+            ": YaRN mscale / mscale_all_dim are supported only when both are given and equal");
+      }
+      if (f.find(*obj, "attention_factor") != nullptr) {
+        f.problem(std::string(key) + ": YaRN attention_factor is not supported");
+      }
+    }
+  }
+}
+
 Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view source) {
   if (!config.is_object()) {
     return invalid_argument_error(std::string(source) + ": not a JSON object");
@@ -292,11 +202,6 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
   }
   TANDEM_ASSIGN_OR_RETURN(Architecture arch, architecture_from_hf(model_type, hf_class));
   const ArchitectureTraits& tr = traits(arch);
-  if (arch == Architecture::kDeepseek2) {
-    return unimplemented_error(std::string(source) +
-                               ": DeepseekV3ForCausalLM safetensors are not supported yet (the "
-                               "deepseek2 GGUF of the same model is)");
-  }
 
   ModelSpec s;
   s.architecture = arch;
@@ -323,6 +228,19 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
   }
   read_rope(f, default_rope_theta(arch), s.context_length, s.rope);
   s.rope.n_dims = s.head_dim;
+  // Partial RoPE (GLM-4.5, MiniMax-M2): the leading head_dim x factor dimensions rotate;
+  // top-level (4.x configs) or in rope_parameters (transformers 5).
+  std::optional<double> partial = f.optional_f64("partial_rotary_factor");
+  if (const json* rp = f.find(config, "rope_parameters"); rp != nullptr && rp->is_object()) {
+    if (std::optional<double> in_rope = f.optional_f64("partial_rotary_factor", rp)) {
+      partial = in_rope;
+    }
+  }
+  if (partial && !(*partial > 0.0 && *partial <= 1.0)) {
+    f.problem("partial_rotary_factor must be in (0, 1], got " + json(*partial).dump());
+  } else if (partial) {
+    s.rope.n_dims = static_cast<uint64_t>(static_cast<double>(s.head_dim) * *partial);
+  }
   s.tied_embeddings = f.optional_bool("tie_word_embeddings").value_or(false);
   s.bos_token_id = f.token_id("bos_token_id");
   s.eos_token_id = f.token_id("eos_token_id");
@@ -386,7 +304,14 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
       read_gpt_oss(f, s);
       break;
     case Architecture::kDeepseek2:
-      break;  // refused above
+      read_deepseek_v3_hf(f, s);
+      break;
+    case Architecture::kGlm4Moe:
+      read_glm4_moe_hf(f, s);
+      break;
+    case Architecture::kMinimaxM2:
+      read_minimax_m2_hf(f, s);
+      break;
   }
   TANDEM_RETURN_IF_ERROR(f.status());
   return s;

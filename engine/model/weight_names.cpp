@@ -164,6 +164,16 @@ constexpr std::array kHfLayerCommon = {
     HfSuffix{"mlp.shared_expert.up_proj.weight", WeightRole::kSharedUp},
     HfSuffix{"mlp.shared_expert.down_proj.weight", WeightRole::kSharedDown},
     HfSuffix{"mlp.shared_expert_gate.weight", WeightRole::kSharedExpertGate},
+    // DeepSeek-V3 / GLM-4.5 shared experts; DeepSeek's MLA projections.
+    HfSuffix{"mlp.shared_experts.gate_proj.weight", WeightRole::kSharedGate},
+    HfSuffix{"mlp.shared_experts.up_proj.weight", WeightRole::kSharedUp},
+    HfSuffix{"mlp.shared_experts.down_proj.weight", WeightRole::kSharedDown},
+    HfSuffix{"self_attn.q_a_proj.weight", WeightRole::kAttnQA},
+    HfSuffix{"self_attn.q_a_layernorm.weight", WeightRole::kAttnQANorm},
+    HfSuffix{"self_attn.q_b_proj.weight", WeightRole::kAttnQB},
+    HfSuffix{"self_attn.kv_a_proj_with_mqa.weight", WeightRole::kAttnKvA},
+    HfSuffix{"self_attn.kv_a_layernorm.weight", WeightRole::kAttnKvANorm},
+    HfSuffix{"self_attn.kv_b_proj.weight", WeightRole::kAttnKvB},
 };
 
 // GPT-OSS's own layer names (transformers' modeling_gpt_oss.py), and the names of the tensors
@@ -194,6 +204,10 @@ std::optional<CanonicalName> hf_layer_tensor(int64_t layer, std::string_view res
   std::string_view r = rest;
   if (consume_prefix(r, moe)) {
     if (r == "gate.weight") return layer_name(WeightRole::kRouter, layer);
+    // The selection bias: on the router (DeepSeek-V3, GLM-4.5) or on the block (MiniMax-M2).
+    if (r == "gate.e_score_correction_bias" || r == "e_score_correction_bias") {
+      return layer_name(WeightRole::kRouterSelectionBias, layer);
+    }
     if (consume_prefix(r, "experts.")) {
       auto split = split_index(r);
       if (!split) return std::nullopt;
@@ -302,6 +316,9 @@ std::string_view hf_role_suffix(WeightRole role, bool mixtral) {
   switch (role) {
     case WeightRole::kRouter:
       return mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight";
+    case WeightRole::kRouterSelectionBias:
+      return mixtral ? "block_sparse_moe.e_score_correction_bias"
+                     : "mlp.gate.e_score_correction_bias";
     case WeightRole::kExpertGate:
       return mixtral ? "w1.weight" : "gate_proj.weight";
     case WeightRole::kExpertUp:

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <span>
 
+#include <string>
+
 #include "engine/base/status.h"
+#include "engine/model/model_spec.h"
 #include "engine/runtime/kv_block_allocator.h"
 #include "engine/runtime/paged_kv_cache.h"
 
@@ -69,6 +72,12 @@ struct DenseBatch {
 // KvPool it mirrors must outlive every call (an executor's destructor does not touch it, so a
 // Scheduler may destroy its pool before its runner). All calls come from one thread at a time
 // (the runner's forward thread: the scheduler's loop).
+// Why `spec` cannot run on a dense executor ("" when it can): its layers' KV would have to live
+// outside the mirrored pool (sliding-window rings) or its attention is not implemented there
+// (MLA). ModelRunner::set_dense_executor refuses such models with this reason; tandemd keeps their
+// dense parts on the CPU when runtime.dense_device is auto.
+std::string dense_executor_unsupported(const model::ModelSpec& spec);
+
 class DenseExecutor {
  public:
   virtual ~DenseExecutor() = default;

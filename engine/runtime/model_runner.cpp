@@ -55,6 +55,16 @@ kernels::RopeConfig rope_config(const model::ModelSpec& spec, size_t layer) {
   return rope;
 }
 
+std::string dense_executor_unsupported(const model::ModelSpec& spec) {
+  for (size_t l = 0; l < spec.n_layers; ++l) {
+    if (spec.windowed(l)) return "a dense executor does not take sliding-window layers yet";
+  }
+  if (spec.attention == model::AttentionKind::kMla) {
+    return "a dense executor does not run multi-head latent attention (MLA) yet";
+  }
+  return "";
+}
+
 ModelRunner::~ModelRunner() = default;
 
 Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec& spec,
@@ -128,12 +138,8 @@ Status ModelRunner::set_dense_executor(std::unique_ptr<DenseExecutor> executor) 
     dense_.reset();  // the old pool's hook now holds an expired reference: a no-op
     return Status();
   }
-  if (kv_layout_.n_windowed() > 0) {
-    return unimplemented_error("a dense executor does not take sliding-window layers yet");
-  }
-  if (spec_.attention == model::AttentionKind::kMla) {
-    return unimplemented_error(
-        "a dense executor does not run multi-head latent attention (MLA) yet");
+  if (const std::string why = dense_executor_unsupported(spec_); !why.empty()) {
+    return unimplemented_error(why);
   }
   KvPool& pool = executor->pool();
   if (pool.n_layers() != spec_.n_layers || pool.kv_dim() != spec_.kv_dim()) {

@@ -1,0 +1,154 @@
+// deepseek2 (DeepSeek-V2/V3/R1, Kimi-K2, Moonlight, GLM-4.7-Flash): MLA sizes, the DeepSeek
+// router, the plain shared expert and DeepSeek's YaRN attention factor, from GGUF (llama.cpp's
+// src/models/deepseek2.cpp; shared/data/tiny-deepseek2/README.md) and from HF DeepseekV3 configs
+// (transformers' modeling_deepseek_v3.py).
+#include <cmath>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/model/archs/archs.h"
+
+namespace tandem::model {
+
+namespace {
+
+// The softmax scale of MLA scores: 1 / sqrt(nope + rope), times mscale^2 with YaRN, where
+// mscale = 1 + 0.1 mscale_all_dim ln(factor) (all_dim 0: 1 + 0.1 ln(factor), llama.cpp without
+// the key). Float arithmetic, as llama.cpp's kq_scale.
+double mla_softmax_scale(const ModelSpec& s) {
+  float mscale = 1.0f;
+  if (s.rope.scaling == RopeScalingType::kYarn && s.rope.scaling_factor > 1.0) {
+    const float log_factor = std::log(static_cast<float>(s.rope.scaling_factor));
+    const float all_dim = static_cast<float>(s.rope.yarn_mscale_all_dim);
+    mscale = all_dim != 0.0f ? 1.0f + 0.1f * all_dim * log_factor : 1.0f + 0.1f * log_factor;
+  }
+  return mscale * mscale / std::sqrt(static_cast<float>(s.mla.q_head_dim()));
+}
+
+// What every MLA spec shares once its MlaSpec is read: one cached latent row as the only KV
+// head, RoPE on the rope part only.
+void finish_mla(ModelSpec& s) {
+  s.n_kv_heads = 1;
+  s.head_dim = s.mla.cache_row();
+  s.head_dim_explicit = true;
+  s.rope.n_dims = s.mla.qk_rope_dim;
+  s.attn_scale = mla_softmax_scale(s);
+}
+
+}  // namespace
+
+void read_sigmoid_router_gguf(const GgufFile& file, const std::string& p, KeyReader& keys,
+                              uint64_t default_gating, bool shared, ModelSpec& s) {
+  s.n_expert_groups = keys.optional_u64(p + "expert_group_count").value_or(0);
+  s.n_expert_groups_used = keys.optional_u64(p + "expert_group_used_count").value_or(0);
+  s.expert_weights_scale = keys.optional_f64(p + "expert_weights_scale").value_or(0.0);
+  if (s.expert_weights_scale == 0.0) s.expert_weights_scale = 1.0;  // llama.cpp skips 0 and 1
+  uint64_t gating = keys.optional_u64(p + "expert_gating_func").value_or(0);
+  if (gating == 0) gating = default_gating;
+  if (gating == kGatingSoftmax) {
+    s.routing = RoutingPolicy::kSoftmaxTopK;
+  } else if (gating == kGatingSigmoid) {
+    s.routing = RoutingPolicy::kSigmoidTopK;
+  } else {
+    keys.problem(p + "expert_gating_func " + std::to_string(gating) +
+                 " is not supported (1 = softmax, 2 = sigmoid)");
+  }
+  s.router_selection_bias =
+      s.n_layers > 0 &&
+      file.find_tensor("blk." + std::to_string(s.n_layers - 1) + ".exp_probs_b.bias") != nullptr;
+  if (shared) {
+    s.n_shared_experts = keys.required_u64(p + "expert_shared_count");
+    s.shared_expert_ffn_size = s.expert_ffn_size * s.n_shared_experts;
+  }
+  s.shared_expert_gate = false;
+}
+
+//  - Layout: key_length_mla + value_length_mla present = split attn_k_b / attn_v_b, one KV head,
+//    key_length = kv_lora + rope; absent = legacy attn_kv_b, key/value_length the head sizes.
+//  - No expert_gating_func: softmax (DeepSeek-V2 files), except GLM-4.7-Lite (47/48 layers,
+//    vocab 154880: sigmoid), as llama.cpp guesses.
+//  - rope.scaling.yarn_log_multiplier holds 0.1 x mscale_all_dim.
+void read_deepseek2_gguf(const GgufFile& file, const std::string& p, KeyReader& keys,
+                         ModelSpec& s) {
+  MlaSpec& m = s.mla;
+  m.kv_lora_rank = keys.required_u64(p + "attention.kv_lora_rank");
+  m.qk_rope_dim = keys.required_u64(p + "rope.dimension_count");
+  const uint64_t key_length = keys.required_u64(p + "attention.key_length");
+  const uint64_t value_length = keys.required_u64(p + "attention.value_length");
+  const std::optional<uint64_t> k_mla = keys.optional_u64(p + "attention.key_length_mla");
+  const std::optional<uint64_t> v_mla = keys.optional_u64(p + "attention.value_length_mla");
+  m.split_kv_b = k_mla.has_value() && v_mla.has_value();
+  const uint64_t q_head = m.split_kv_b ? *k_mla : key_length;
+  m.v_head_dim = m.split_kv_b ? *v_mla : value_length;
+  if (q_head <= m.qk_rope_dim) {
+    keys.problem(p + "attention.key_length" + (m.split_kv_b ? "_mla" : "") + " (" +
+                 std::to_string(q_head) + ") must exceed rope.dimension_count (" +
+                 std::to_string(m.qk_rope_dim) + ")");
+  } else {
+    m.qk_nope_dim = q_head - m.qk_rope_dim;
+  }
+  if (m.split_kv_b && (key_length != m.cache_row() || value_length != m.kv_lora_rank)) {
+    keys.problem(p + "attention.key_length / value_length (" + std::to_string(key_length) + " / " +
+                 std::to_string(value_length) + ") should be kv_lora_rank + rope (" +
+                 std::to_string(m.cache_row()) + ") / kv_lora_rank (" +
+                 std::to_string(m.kv_lora_rank) + ") in the MLA layout");
+  }
+  const bool has_q_a = file.find_tensor("blk.0.attn_q_a.weight") != nullptr;
+  m.q_lora_rank = has_q_a ? keys.required_u64(p + "attention.q_lora_rank") : 0;
+  s.rope.type = RopeType::kNormal;  // GGUF deepseek2 is LLAMA_ROPE_TYPE_NORM
+  if (s.rope.scaling == RopeScalingType::kYarn) {
+    if (std::optional<double> mul = keys.optional_f64(p + "rope.scaling.yarn_log_multiplier")) {
+      s.rope.yarn_mscale_all_dim = static_cast<float>(*mul) / 0.1f;
+    }
+  }
+  // Whatever head_count_kv says (1 in the MLA layout, n_heads in the legacy one): one latent row.
+  finish_mla(s);
+  const bool glm47_lite = (s.n_layers == 47 || s.n_layers == 48) && s.vocab_size == 154880;
+  read_sigmoid_router_gguf(file, p, keys, glm47_lite ? kGatingSigmoid : kGatingSoftmax,
+                           /*shared=*/true, s);
+}
+
+void read_deepseek_style_moe_hf(FieldReader& f, ModelSpec& s) {
+  s.n_experts = f.required_u64("n_routed_experts");
+  s.n_experts_used = f.required_u64("num_experts_per_tok");
+  s.expert_ffn_size = f.required_u64("moe_intermediate_size");
+  s.norm_topk_prob = f.optional_bool("norm_topk_prob").value_or(false);
+  s.expert_weights_scale = f.optional_f64("routed_scaling_factor").value_or(1.0);
+  s.n_expert_groups = f.optional_u64("n_group").value_or(0);
+  s.n_expert_groups_used = f.optional_u64("topk_group").value_or(0);
+  s.routing = RoutingPolicy::kSigmoidTopK;
+  s.router_selection_bias = true;  // e_score_correction_bias: a buffer every checkpoint saves
+  s.n_shared_experts = f.optional_u64("n_shared_experts").value_or(0);
+  s.shared_expert_ffn_size = s.n_shared_experts * s.expert_ffn_size;
+  s.shared_expert_gate = false;
+  const uint64_t dense = f.optional_u64("first_k_dense_replace").value_or(0);
+  for (uint64_t i = 0; i < dense && i < s.moe_layers.size(); ++i) s.moe_layers[i] = false;
+  if (dense > 0) s.dense_ffn_size = f.required_u64("intermediate_size");
+  if (const std::optional<uint64_t> mtp = f.optional_u64("num_nextn_predict_layers");
+      mtp && *mtp > 0) {
+    spdlog::info("{} multi-token-prediction layer(s) after layer {} are not run", *mtp,
+                 s.n_layers - 1);
+  }
+}
+
+void read_deepseek_v3_hf(FieldReader& f, ModelSpec& s) {
+  MlaSpec& m = s.mla;
+  m.q_lora_rank = f.optional_u64("q_lora_rank").value_or(0);  // null in the "lite" models
+  m.kv_lora_rank = f.required_u64("kv_lora_rank");
+  m.qk_nope_dim = f.required_u64("qk_nope_head_dim");
+  m.qk_rope_dim = f.required_u64("qk_rope_head_dim");
+  m.v_head_dim = f.required_u64("v_head_dim");
+  m.split_kv_b = false;  // kv_b_proj: per head nope key rows, then v_head value rows
+  // rope_interleave (the default) de-interleaves q_pe / k_pe before rotate_half: pairs (2i, 2i+1)
+  // of the checkpoint's rows, GGUF's NORM layout; false rotates halves.
+  s.rope.type =
+      f.optional_bool("rope_interleave").value_or(true) ? RopeType::kNormal : RopeType::kNeox;
+  if (f.optional_bool("attention_bias").value_or(false)) {
+    f.problem("attention_bias = true is not supported for deepseek_v3");
+  }
+  read_deepseek_style_moe_hf(f, s);
+  finish_mla(s);
+}
+
+}  // namespace tandem::model
