@@ -6,10 +6,14 @@
 namespace tandem::runtime::testing {
 namespace {
 
-void check_arch(const std::string& arch, float tolerance, bool quantized_activations = true) {
+// `model_path`: the checkpoint to run ("" = the HF folder itself; a GGUF copy of the same weights
+// is checked against the same transformers reference).
+void check_arch(const std::string& arch, float tolerance, bool quantized_activations = true,
+                const std::string& model_path = "") {
   const std::string dir = hf_dir(arch);
   const auto ref = read_json(dir + "reference.json");
-  auto model = load_model(dir, /*threads=*/2, quantized_activations);
+  auto model =
+      load_model(model_path.empty() ? dir : model_path, /*threads=*/2, quantized_activations);
   REQUIRE(ref["prompts"].size() == 3);
   float worst = 0.0f;
   for (const auto& p : ref["prompts"]) {
@@ -27,7 +31,8 @@ void check_arch(const std::string& arch, float tolerance, bool quantized_activat
     CHECK(greedy(*model->runner, ids, want.size()) == want);
   }
   // The figure for the notes; the checks above are what pass or fail.
-  WARN(arch << ": max |logit - transformers| = " << worst << " over every prompt position");
+  WARN((model_path.empty() ? arch : model_path)
+       << ": max |logit - transformers| = " << worst << " over every prompt position");
 }
 
 TEST_CASE("HF Qwen3-MoE matches transformers", "[runtime][forward][hf]") {
@@ -86,6 +91,26 @@ TEST_CASE(
     "transformers",
     "[runtime][forward][hf]") {
   check_arch("minimax_m2", 1e-4f);
+}
+
+TEST_CASE("GGUF glm4moe and minimax-m2 copies of the HF fixtures match transformers",
+          "[runtime][forward][hf][gguf]") {
+  // scripts/fixtures/make_arch_gguf_fixtures.py wrote the same F32 weights with llama.cpp's
+  // names and keys (glm4moe with an MTP layer the reader must skip).
+  const std::string dir = std::string(TANDEM_SOURCE_DIR) + "/tests/fixtures/gguf/arch/";
+  check_arch("glm4_moe", 1e-4f, true, dir + "glm4moe.gguf");
+  check_arch("minimax_m2", 1e-4f, true, dir + "minimax-m2.gguf");
+  auto glm = model::open_model(dir + "glm4moe.gguf");
+  REQUIRE(glm.ok());
+  CHECK(glm->spec->n_layers == 3);  // block_count 4 less the nextn layer
+  CHECK(glm->spec->qk_norm == model::QkNorm::kPerHead);
+  CHECK(glm->spec->attn_qkv_bias);
+  CHECK(glm->weights->layers[1].ffn_norm->name == "blk.1.post_attention_norm.weight");
+  size_t mtp_unused = 0;
+  for (const model::TensorInfo* t : glm->weights->unused)
+    mtp_unused += t->name.starts_with("blk.3.");
+  CHECK(mtp_unused == glm->weights->unused.size());
+  CHECK(mtp_unused > 0);
 }
 
 }  // namespace
