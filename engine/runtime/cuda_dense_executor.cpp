@@ -108,24 +108,8 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
     return invalid_argument_error("CUDA device " + std::to_string(options.device) +
                                   " does not exist (" + std::to_string(count) + " devices)");
   }
-  // What the CUDA dense kernels do not compute yet (GPT-OSS's attention and router, YaRN).
-  std::string missing;
-  const auto lacks = [&](bool used, const char* what) {
-    if (used) missing += std::string(missing.empty() ? "" : ", ") + what;
-  };
-  lacks(spec.attn_sinks, "attention sinks");
-  lacks(spec.sliding_window != 0, "sliding-window attention");
-  lacks(spec.attn_out_bias, "an output-projection bias");
-  lacks(spec.router_bias, "a router bias");
-  lacks(spec.rope.scaling != model::RopeScalingType::kNone, "RoPE scaling");
-  if (!missing.empty()) {
-    return unimplemented_error("the CUDA dense executor does not run " +
-                               std::string(model::architecture_name(spec.architecture)) +
-                               " yet: it lacks " + missing + "; run the dense layers on the CPU");
-  }
-  if (spec.head_dim > 256) {
-    return unimplemented_error("CUDA dense attention takes head_dim up to 256, not " +
-                               std::to_string(spec.head_dim));
+  if (const std::string why = dense_executor_unsupported(spec); !why.empty()) {
+    return unimplemented_error(why + "; run the dense layers on the CPU");
   }
   const KvGeometry geometry{pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks()};
   TANDEM_ASSIGN_OR_RETURN(DenseDevicePlan plan,

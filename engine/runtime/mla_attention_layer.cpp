@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "engine/runtime/model_runner.h"
+#include "kernels/cpu/activation_rows.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/vector_ops.h"
@@ -19,6 +21,40 @@ void copy_columns(const float* src, size_t src_stride, size_t src_off, float* ds
                   size_t dst_stride, size_t dst_off, size_t width, size_t n) {
   for (size_t t = 0; t < n; ++t) {
     std::copy_n(src + t * src_stride + src_off, width, dst + t * dst_stride + dst_off);
+  }
+}
+
+// For every head j (threads split the heads; one parallel region for all of them):
+//   out[t, j * out_stride_head + (0 .. w[j].rows)] = w[j] . in[t, j * in_head + (0 .. w[j].cols)]
+// over rows t < n of `in` (row stride in_stride) and `out` (row stride out_stride). Activations are
+// quantized per head as pooled_matmul would (so the result equals n_heads pooled_matmul calls bit
+// for bit), in thread-local scratch.
+void per_head_matmul(ThreadPool* pool, std::span<const kernels::WeightMatrix> w, const float* in,
+                     size_t in_stride, size_t in_head, float* out, size_t out_stride,
+                     size_t out_head, size_t n, kernels::MatmulActivations mode) {
+  auto heads = [&](size_t j0, size_t j1) {
+    thread_local std::vector<float> x;
+    thread_local std::vector<float> y;
+    thread_local kernels::QuantizedActivations xq;
+    for (size_t j = j0; j < j1; ++j) {
+      const kernels::WeightMatrix& m = w[j];
+      x.resize(n * m.cols);
+      y.resize(n * m.rows);
+      copy_columns(in, in_stride, j * in_head, x.data(), m.cols, 0, m.cols, n);
+      const kernels::ActivationFormat format = kernels::matmul_activation_format(m.type, mode);
+      kernels::ActivationRows xv{format, n, m.cols, x.data()};
+      if (format != kernels::ActivationFormat::kF32) {
+        kernels::quantize_activations(format, x, n, m.cols, xq);
+        xv = kernels::view_of(xq);
+      }
+      kernels::matmul_rows(m, xv, y.data(), m.rows, 0, m.rows);
+      copy_columns(y.data(), m.rows, 0, out, out_stride, j * out_head, m.rows, n);
+    }
+  };
+  if (pool->n_threads() == 1 || w.size() == 1) {
+    heads(0, w.size());
+  } else {
+    pool->parallel_for(0, w.size(), 1, heads);
   }
 }
 
@@ -66,7 +102,7 @@ void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInpu
   kernels::RopeConfig rope = rope_config(spec_, layer);
   rope.head_dim = rope_dim;
   rope.rot_dims = rope_dim;
-  mla_in_.resize(n * std::max(heads * rope_dim, std::max(nope, lora)));
+  mla_in_.resize(n * heads * rope_dim);
   copy_columns(k_.data(), row, lora, mla_in_.data(), rope_dim, 0, rope_dim, n);
   kernels::rope(std::span<float>(mla_in_.data(), n * rope_dim), n, 1, positions_, rope);
   copy_columns(mla_in_.data(), rope_dim, 0, k_.data(), row, lora, rope_dim, n);
@@ -83,13 +119,8 @@ void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInpu
     copy_columns(mla_in_.data(), heads * rope_dim, j * rope_dim, q_abs.data(), heads * row,
                  j * row + lora, rope_dim, n);
   }
-  mla_out_.resize(n * std::max(lora, v_head));
-  for (size_t j = 0; j < heads; ++j) {
-    copy_columns(mla_q_.data(), heads * q_head, j * q_head, mla_in_.data(), nope, 0, nope, n);
-    experts::pooled_matmul(pool, L.k_b[j], std::span<const float>(mla_in_.data(), n * nope), n,
-                           std::span<float>(mla_out_.data(), n * lora), mode_, scratch_);
-    copy_columns(mla_out_.data(), lora, 0, q_abs.data(), heads * row, j * row, lora, n);
-  }
+  per_head_matmul(pool, L.k_b, mla_q_.data(), heads * q_head, q_head, q_abs.data(), heads * row,
+                  row, n, mode_);
 
   for (size_t s = 0; s < batch.size(); ++s) {
     const SequenceInput& seq = batch[s];
@@ -109,13 +140,8 @@ void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInpu
 
   // Each head's latent output back to its value space, then the output projection.
   mla_heads_.resize(n * heads * v_head);
-  for (size_t j = 0; j < heads; ++j) {
-    copy_columns(attn_.data(), heads * lora, j * lora, mla_in_.data(), lora, 0, lora, n);
-    experts::pooled_matmul(pool, L.v_b[j], std::span<const float>(mla_in_.data(), n * lora), n,
-                           std::span<float>(mla_out_.data(), n * v_head), mode_, scratch_);
-    copy_columns(mla_out_.data(), v_head, 0, mla_heads_.data(), heads * v_head, j * v_head, v_head,
-                 n);
-  }
+  per_head_matmul(pool, L.v_b, attn_.data(), heads * lora, lora, mla_heads_.data(), heads * v_head,
+                  v_head, n, mode_);
   std::span<float> o(tmp_.data(), n * hidden);
   experts::pooled_matmul(pool, L.o, std::span<const float>(mla_heads_.data(), n * heads * v_head),
                          n, o, mode_, scratch_);

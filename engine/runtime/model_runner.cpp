@@ -56,13 +56,22 @@ kernels::RopeConfig rope_config(const model::ModelSpec& spec, size_t layer) {
 }
 
 std::string dense_executor_unsupported(const model::ModelSpec& spec) {
-  for (size_t l = 0; l < spec.n_layers; ++l) {
-    if (spec.windowed(l)) return "a dense executor does not take sliding-window layers yet";
-  }
-  if (spec.attention == model::AttentionKind::kMla) {
-    return "a dense executor does not run multi-head latent attention (MLA) yet";
-  }
-  return "";
+  // What the dense executor (the CUDA kernels) does not compute yet: GPT-OSS's attention and
+  // router, YaRN, MLA.
+  std::string missing;
+  const auto lacks = [&](bool used, const std::string& what) {
+    if (used) missing += (missing.empty() ? "" : ", ") + what;
+  };
+  lacks(spec.attention == model::AttentionKind::kMla, "multi-head latent attention (MLA)");
+  lacks(spec.attn_sinks, "attention sinks");
+  lacks(spec.sliding_window != 0 || !spec.swa_layers.empty(), "sliding-window attention");
+  lacks(spec.attn_out_bias, "an output-projection bias");
+  lacks(spec.router_bias, "a router bias");
+  lacks(spec.rope.scaling != model::RopeScalingType::kNone, "RoPE scaling");
+  lacks(spec.head_dim > 256, "head_dim " + std::to_string(spec.head_dim) + " (at most 256)");
+  if (missing.empty()) return "";
+  return "the dense executor does not run " +
+         std::string(model::architecture_name(spec.architecture)) + " yet: it lacks " + missing;
 }
 
 ModelRunner::~ModelRunner() = default;

@@ -179,7 +179,7 @@ class ModelRunner {
   std::vector<int32_t> positions_;
   std::vector<size_t> token_offset_;  // per sequence
   std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_, router_, moe_out_, shared_out_, gate_;
-  std::vector<float> mla_q_, mla_qa_, mla_in_, mla_out_, mla_heads_;  // MLA only
+  std::vector<float> mla_q_, mla_qa_, mla_in_, mla_heads_;  // MLA only
   experts::Routing routing_;
   std::vector<int32_t> logit_rows_;
 

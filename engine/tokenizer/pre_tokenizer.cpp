@@ -59,6 +59,28 @@ constexpr std::array<std::string_view, 5> kDeepseekCoder = {
     R"(\p{N})",
 };
 
+// DeepSeek-V3 / R1 (tokenizer.json: a Sequence of three isolated Splits): digits in groups of up to
+// three, then runs of CJK ideographs (U+4E00-U+9FA5), hiragana and katakana, then words (one
+// leading ASCII punctuation sign may start an ASCII word), punctuation / symbol runs and
+// whitespace.
+constexpr std::array<std::string_view, 3> kDeepseekV3 = {
+    R"(\p{N}{1,3})",
+    R"([\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)",
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+)"
+    R"(| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+};
+
+// Kimi-K2 (tokenization_kimi.py, tiktoken): Han runs first, then o200k-like words whose letter
+// classes exclude Han (Oniguruma's [X&&[^\p{Han}]], written here as a negative lookahead before
+// each letter), digits in groups of three, punctuation runs keeping trailing newlines, whitespace.
+constexpr std::array<std::string_view, 1> kKimiK2 = {
+    R"(\p{Han}+)"
+    R"(|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*)"
+    R"((?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+)"
+    R"((?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+
 // Every named pre-tokenizer: its tokenizer.ggml.pre name, an alias ("" for none) and its
 // regexes in order. The supported list in messages is made from this table.
 struct NamedPreTokenizer {
@@ -67,7 +89,7 @@ struct NamedPreTokenizer {
   std::span<const std::string_view> patterns;
 };
 
-constexpr std::array<NamedPreTokenizer, 7> kNamed = {{
+constexpr std::array<NamedPreTokenizer, 9> kNamed = {{
     {"gpt-2", "gpt2", kGpt2},
     {"qwen2", "", kQwen2},
     {"qwen35", "", kQwen35},
@@ -75,6 +97,8 @@ constexpr std::array<NamedPreTokenizer, 7> kNamed = {{
     {"gpt-4o", "", kGpt4o},
     {"deepseek-llm", "", kDeepseekLlm},
     {"deepseek-coder", "", kDeepseekCoder},
+    {"deepseek-v3", "", kDeepseekV3},
+    {"kimi-k2", "", kKimiK2},
 }};
 
 const NamedPreTokenizer* find_named(std::string_view name) {

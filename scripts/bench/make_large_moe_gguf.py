@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
 """Writes a random-weight MoE GGUF for `tandem bench` (weights far larger than caches).
 
-Two architectures (--arch):
+Three architectures (--arch):
   qwen3moe (default)  Qwen3-MoE-shaped, every matrix Q8_0.
+  deepseek2           llama.cpp's `deepseek2` architecture, shaped like DeepSeek-V3 scaled down
+                      (12 layers, the first dense; hidden 2048; 16 heads of MLA with q LoRA 768,
+                      kv LoRA 512, nope 128 + rope 64, v 128, split attn_k_b / attn_v_b; 64
+                      experts top-6 in 8 groups keeping 4, sigmoid with exp_probs_b, scale 2.5,
+                      expert FFN 1408, one shared expert; YaRN 40 x 4096): every matrix Q8_0,
+                      routers and biases F32. ~7 GB with the demo vocabulary.
   gpt-oss             llama.cpp's `gpt-oss` architecture, shaped like gpt-oss-20b, in the layout of
                       real gpt-oss GGUFs (llama-quantize MXFP4_MOE): expert tensors MXFP4, attention,
                       token_embd and output Q8_0, router, norms, biases and attention sinks F32.
@@ -57,7 +63,14 @@ ARCH_DEFAULTS = {
     "gpt-oss": dict(layers=24, experts=32, experts_used=4, hidden=2880, expert_ffn=2880, heads=64,
                     kv_heads=8, head_dim=64, context=131072, rope_base=150000.0, rms_eps=1e-5,
                     sliding_window=128, yarn_factor=32.0, yarn_orig_context=4096),
+    # DeepSeek-V3's config.json scaled down (layers, experts, widths); head_dim is the MLA v head.
+    "deepseek2": dict(layers=12, experts=64, experts_used=6, hidden=2048, expert_ffn=1408,
+                      heads=16, kv_heads=1, head_dim=128, context=163840, rope_base=10000.0,
+                      rms_eps=1e-6),
 }
+# deepseek2's fixed MLA / router shape (DeepSeek-V3's ratios; not flags).
+DS_Q_LORA, DS_KV_LORA, DS_NOPE, DS_ROPE = 768, 512, 128, 64
+DS_DENSE_FFN, DS_GROUPS, DS_GROUPS_USED, DS_SCALE = 5632, 8, 4, 2.5
 GPT_OSS_ONLY = ("sliding_window", "yarn_factor", "yarn_orig_context")
 # MXFP4 E8M0 exponent ranges (inclusive) of the random expert blocks: value = e2m1 * 2^(e - 127).
 MXFP4_EXP_GATE_UP = (120, 121)
@@ -109,6 +122,8 @@ def parse_args():
         p.error("--yarn-factor must be at least 1")
     if a.experts_used > a.experts:
         p.error("--experts-used must not exceed --experts")
+    if a.arch == "deepseek2" and a.experts % DS_GROUPS:
+        p.error(f"deepseek2: --experts must be a multiple of {DS_GROUPS} (expert groups)")
     if a.heads % a.kv_heads:
         p.error("--heads must be a multiple of --kv-heads")
     if a.head_dim % 2:
@@ -241,7 +256,84 @@ def tensor_plan_gpt_oss(a, n_vocab):
     return plan
 
 
+def tensor_plan_deepseek2(a, n_vocab):
+    """deepseek2 tensors as llama.cpp's loader creates them (MLA layout, split k_b / v_b)."""
+    h, e, f = a.hidden, a.experts, a.expert_ffn
+    q_head = DS_NOPE + DS_ROPE
+    plan = [("token_embd.weight", (n_vocab, h), "q8")]
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        plan += [
+            (b + "attn_norm.weight", (h,), "ones"),
+            (b + "attn_q_a.weight", (DS_Q_LORA, h), "q8"),
+            (b + "attn_q_a_norm.weight", (DS_Q_LORA,), "ones"),
+            (b + "attn_q_b.weight", (a.heads * q_head, DS_Q_LORA), "q8"),
+            (b + "attn_kv_a_mqa.weight", (DS_KV_LORA + DS_ROPE, h), "q8"),
+            (b + "attn_kv_a_norm.weight", (DS_KV_LORA,), "ones"),
+            (b + "attn_k_b.weight", (a.heads, DS_KV_LORA, DS_NOPE), "q8"),
+            (b + "attn_v_b.weight", (a.heads, a.head_dim, DS_KV_LORA), "q8"),
+            (b + "attn_output.weight", (h, a.heads * a.head_dim), "q8"),
+            (b + "ffn_norm.weight", (h,), "ones"),
+        ]
+        if i == 0:
+            plan += [(b + "ffn_gate.weight", (DS_DENSE_FFN, h), "q8"),
+                     (b + "ffn_up.weight", (DS_DENSE_FFN, h), "q8"),
+                     (b + "ffn_down.weight", (h, DS_DENSE_FFN), "q8")]
+            continue
+        plan += [
+            (b + "ffn_gate_inp.weight", (e, h), "f32"),
+            (b + "exp_probs_b.bias", (e,), "bias"),
+            (b + "ffn_gate_exps.weight", (e, f, h), "q8"),
+            (b + "ffn_up_exps.weight", (e, f, h), "q8"),
+            (b + "ffn_down_exps.weight", (e, h, f), "q8"),
+            (b + "ffn_gate_shexp.weight", (f, h), "q8"),
+            (b + "ffn_up_shexp.weight", (f, h), "q8"),
+            (b + "ffn_down_shexp.weight", (h, f), "q8"),
+        ]
+    plan += [("output_norm.weight", (h,), "ones"), ("output.weight", (n_vocab, h), "q8")]
+    return plan
+
+
+def write_metadata_deepseek2(w, a):
+    w.add_name(f"tandem-bench-random-deepseek2-{a.layers}x{a.experts}")
+    w.add_description("Random weights for throughput benchmarks (scripts/bench/make_large_moe_gguf.py)")
+    w.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q8_0))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    w.add_context_length(a.context)
+    w.add_embedding_length(a.hidden)
+    w.add_block_count(a.layers)
+    w.add_feed_forward_length(DS_DENSE_FFN)
+    w.add_leading_dense_block_count(1)
+    w.add_head_count(a.heads)
+    w.add_head_count_kv(1)
+    w.add_q_lora_rank(DS_Q_LORA)
+    w.add_kv_lora_rank(DS_KV_LORA)
+    w.add_key_length(DS_KV_LORA + DS_ROPE)
+    w.add_value_length(DS_KV_LORA)
+    w.add_key_length_mla(DS_NOPE + DS_ROPE)
+    w.add_value_length_mla(a.head_dim)
+    w.add_rope_dimension_count(DS_ROPE)
+    w.add_rope_freq_base(a.rope_base)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(40.0)
+    w.add_rope_scaling_orig_ctx_len(4096)
+    w.add_rope_scaling_yarn_log_mul(0.1)
+    w.add_layer_norm_rms_eps(a.rms_eps)
+    w.add_expert_count(a.experts)
+    w.add_expert_used_count(a.experts_used)
+    w.add_expert_feed_forward_length(a.expert_ffn)
+    w.add_expert_shared_count(1)
+    w.add_expert_weights_scale(DS_SCALE)
+    w.add_expert_weights_norm(True)
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    w.add_uint32("deepseek2.expert_group_count", DS_GROUPS)
+    w.add_uint32("deepseek2.expert_group_used_count", DS_GROUPS_USED)
+
+
 def write_metadata(w, a):
+    if a.arch == "deepseek2":
+        write_metadata_deepseek2(w, a)
+        return
     gpt_oss = a.arch == "gpt-oss"
     w.add_name(f"tandem-bench-random-{'gpt-oss' if gpt_oss else 'qwen3moe'}-{a.layers}x{a.experts}")
     w.add_description("Random weights for throughput benchmarks (scripts/bench/make_large_moe_gguf.py)")
@@ -300,7 +392,8 @@ def main():
     write_metadata(w, a)
     n_vocab = copy_tokenizer(w, a.tokenizer_from)
 
-    plan = tensor_plan_gpt_oss(a, n_vocab) if a.arch == "gpt-oss" else tensor_plan(a, n_vocab)
+    plan = {"gpt-oss": tensor_plan_gpt_oss, "deepseek2": tensor_plan_deepseek2}.get(
+        a.arch, tensor_plan)(a, n_vocab)
     total = 0
     for name, shape, kind in plan:
         if kind in ("q8", "mxfp4_gu", "mxfp4_down"):
