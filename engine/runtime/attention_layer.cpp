@@ -93,16 +93,24 @@ void ModelRunner::attend(size_t layer, std::span<const SequenceInput> batch,
   for (size_t s = 0; s < batch.size(); ++s) {
     kvs[s] = batch[s].cache->blocks(layer, batch[s].start_pos + batch[s].tokens.size());
   }
-  const size_t n_items = batch.size() * spec_.n_heads;
+  // Work items are (sequence, range of heads): heads of one range that share a kv head read each
+  // cached row once. About two items per thread, so that uneven sequences still balance.
+  const size_t n_heads = cfg.n_heads;
+  const size_t threads = pool->n_threads();
+  const size_t chunk =
+      std::clamp<size_t>((n_heads * batch.size() + 2 * threads - 1) / (2 * threads), 1, n_heads);
+  const size_t per_seq = (n_heads + chunk - 1) / chunk;
+  const size_t n_items = batch.size() * per_seq;
   auto run = [&](size_t i0, size_t i1) {
     for (size_t i = i0; i < i1; ++i) {
-      const size_t s = i / spec_.n_heads;
-      const size_t head = i % spec_.n_heads;
+      const size_t s = i / per_seq;
+      const size_t head = (i % per_seq) * chunk;
+      const size_t head_end = std::min(n_heads, head + chunk);
       const SequenceInput& seq = batch[s];
       const size_t ns = seq.tokens.size();
       std::span<const float> qs(q.data() + token_offset_[s] * q_dim, ns * q_dim);
       std::span<float> os(out.data() + token_offset_[s] * out_dim, ns * out_dim);
-      kernels::attention_heads(qs, ns, seq.start_pos, kvs[s], cfg, os, head, head + 1);
+      kernels::attention_heads(qs, ns, seq.start_pos, kvs[s], cfg, os, head, head_end);
     }
   };
   // Attention reads every visible cached position once per head: small contexts run on one

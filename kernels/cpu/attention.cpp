@@ -64,43 +64,60 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
     return base + static_cast<size_t>(kv.table[p / rows]) * block_stride + (p % rows) * kv_row +
            head_off;
   };
+  // Heads that share a kv head are processed together: each cached row is read once per group
+  // of heads instead of once per head. Per (token, head) the arithmetic and its order are those
+  // of attention.h (scores in ascending position, then the softmax, then the weighted sum in
+  // ascending position), so grouping changes no bit.
+  const size_t cap = window == 0 ? n_ctx : std::min(window, n_ctx);
   thread_local std::vector<float> scores;
-  scores.resize(window == 0 ? n_ctx : std::min(window, n_ctx));
   for (size_t i = 0; i < n_q; ++i) {
     const size_t t = start_pos + i;
     const size_t lo = window_start(t, window);
     const size_t end = t + 1;
     const size_t n_keys = end - lo;
-    for (size_t h = head_begin; h < head_end; ++h) {
-      const float* qh = q.data() + (i * n_heads + h) * dim;
-      const size_t head_off = (h / group) * dim;
+    for (size_t g0 = head_begin; g0 < head_end;) {
+      const size_t kv_head = g0 / group;
+      const size_t g1 = std::min(head_end, (kv_head + 1) * group);
+      const size_t nh = g1 - g0;
+      const size_t head_off = kv_head * dim;
+      scores.resize(nh * cap);
       // Positions in ascending order, one run of contiguous rows (within a block) at a time.
       for (size_t p = lo; p < end;) {
         const float* kp = row_ptr(kv.keys, p, head_off);
         const size_t n_rows = std::min(rows - p % rows, end - p);
         for (size_t r = 0; r < n_rows; ++r) {
-          scores[p - lo + r] = config.scale * dot_f32(qh, kp + r * kv_row, dim);
+          const float* k = kp + r * kv_row;
+          for (size_t hh = 0; hh < nh; ++hh) {
+            const float* qh = q.data() + (i * n_heads + g0 + hh) * dim;
+            scores[hh * cap + p - lo + r] = config.scale * dot_f32(qh, k, dim);
+          }
         }
         p += n_rows;
       }
-      const std::span<float> row(scores.data(), n_keys);
-      if (config.sinks.empty()) {
-        softmax(row);
-      } else {
-        softmax_with_sink(row, config.sinks[h]);
+      for (size_t hh = 0; hh < nh; ++hh) {
+        const std::span<float> row(scores.data() + hh * cap, n_keys);
+        if (config.sinks.empty()) {
+          softmax(row);
+        } else {
+          softmax_with_sink(row, config.sinks[g0 + hh]);
+        }
+        float* oh = out.data() + (i * n_heads + g0 + hh) * vdim;
+        std::fill(oh, oh + vdim, 0.0f);
       }
-      float* oh = out.data() + (i * n_heads + h) * vdim;
-      std::fill(oh, oh + vdim, 0.0f);
       for (size_t p = lo; p < end;) {
         const float* vp0 = row_ptr(kv.values, p, head_off);
         const size_t n_rows = std::min(rows - p % rows, end - p);
         for (size_t r = 0; r < n_rows; ++r) {
-          const float w = scores[p - lo + r];
           const float* vp = vp0 + r * kv_row;
-          for (size_t d = 0; d < vdim; ++d) oh[d] += w * vp[d];
+          for (size_t hh = 0; hh < nh; ++hh) {
+            const float w = scores[hh * cap + p - lo + r];
+            float* oh = out.data() + (i * n_heads + g0 + hh) * vdim;
+            for (size_t d = 0; d < vdim; ++d) oh[d] += w * vp[d];
+          }
         }
         p += n_rows;
       }
+      g0 = g1;
     }
   }
 }

@@ -67,10 +67,12 @@ struct KvBlocks {
 // full attention. Work per (token, head) is O(min(window, t + 1) * head_dim): nothing before lo(t)
 // is computed or read.
 // Shape mismatches (sinks neither empty nor n_heads long) and out-of-range block ids in the read
-// range are caller bugs (TANDEM_CHECK). Scratch is thread-local (min(window, start_pos + n_q)
+// range are caller bugs (TANDEM_CHECK). The heads of [head_begin, head_end) that share a kv head
+// are computed together, reading each cached row once for all of them (the per-head arithmetic
+// above is unchanged by it). Scratch is thread-local (heads x min(window, start_pos + n_q)
 // floats, or start_pos + n_q without a window), reused across calls: no allocation per (token,
-// head). Any thread; callers split work over heads, and calls for disjoint head ranges write
-// disjoint parts of out.
+// head). Any thread; callers split work over head ranges, and calls for disjoint head ranges
+// write disjoint parts of out.
 void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, const KvBlocks& kv,
                      const AttentionConfig& config, std::span<float> out, size_t head_begin,
                      size_t head_end);

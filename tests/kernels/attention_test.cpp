@@ -194,6 +194,13 @@ void check(const Problem& pr) {
   attention_heads(pr.q, pr.n_q, pr.start_pos, pr.k, pr.v, c, split, mid, c.n_heads);
   attention_heads(pr.q, pr.n_q, pr.start_pos, pr.k, pr.v, c, split, 0, mid);
   CHECK(split == got);
+  // One head per call: heads sharing a kv head are computed together inside a call, which must
+  // not change a bit of any head.
+  std::vector<float> single(pr.q.size(), kNan);
+  for (size_t h = 0; h < c.n_heads; ++h) {
+    attention_heads(pr.q, pr.n_q, pr.start_pos, pr.k, pr.v, c, single, h, h + 1);
+  }
+  CHECK(single == got);
 }
 
 TEST_CASE("sliding-window attention matches a double reference, contiguous and paged",
@@ -285,6 +292,65 @@ TEST_CASE("windowed attention never reads freed blocks before the window", "[ker
   std::vector<float> out(pr.q.size(), kNan);
   attention_heads(pr.q, 1, 100, kv, c, out, 0, 4);
   CHECK(out == want);
+}
+
+}  // namespace
+}  // namespace tandem::kernels
+
+namespace tandem::kernels {
+namespace {
+
+TEST_CASE("MLA-shaped attention: values are the leading value_dim floats of each key row",
+          "[kernels]") {
+  // 8 query heads over one cached row per position of 24 floats (16 latent + 8 RoPE); values are
+  // the 16 latent floats of that same row (KvBlocks::values == keys), out is 8 x 16 per token.
+  const size_t heads = 8, row = 24, vdim = 16, n_ctx = 37, start = 30, n_q = n_ctx - start;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> cache(n_ctx * row), q(n_q * heads * row);
+  for (float& x : cache) x = u(rng);
+  for (float& x : q) x = u(rng);
+  AttentionConfig c;
+  c.n_heads = heads;
+  c.n_kv_heads = 1;
+  c.head_dim = row;
+  c.value_dim = vdim;
+  c.scale = 0.3f;
+  static constexpr int32_t kOne[1] = {0};
+  KvBlocks kv;
+  kv.keys = cache.data();
+  kv.values = cache.data();
+  kv.table = kOne;
+  kv.block_rows = n_ctx;
+  kv.n_blocks = 1;
+  std::vector<float> out(n_q * heads * vdim, kNan);
+  attention_heads(q, n_q, start, kv, c, out, 0, heads);
+  for (size_t i = 0; i < n_q; ++i) {
+    const size_t t = start + i;
+    for (size_t h = 0; h < heads; ++h) {
+      std::vector<double> s;
+      for (size_t p = 0; p <= t; ++p) {
+        double d = 0.0;
+        for (size_t e = 0; e < row; ++e)
+          d += double(q[(i * heads + h) * row + e]) * cache[p * row + e];
+        s.push_back(0.3 * d);
+      }
+      const double m = *std::max_element(s.begin(), s.end());
+      double denom = 0.0;
+      for (const double x : s) denom += std::exp(x - m);
+      for (size_t e = 0; e < vdim; ++e) {
+        double want = 0.0;
+        for (size_t p = 0; p <= t; ++p) want += std::exp(s[p] - m) / denom * cache[p * row + e];
+        INFO("token " << i << " head " << h << " value " << e);
+        CHECK(std::fabs(out[(i * heads + h) * vdim + e] - want) < 1e-5);
+      }
+    }
+  }
+  // Head ranges split anywhere give the same bits.
+  std::vector<float> split(out.size(), kNan);
+  attention_heads(q, n_q, start, kv, c, split, 0, 3);
+  attention_heads(q, n_q, start, kv, c, split, 3, heads);
+  CHECK(split == out);
 }
 
 }  // namespace

@@ -228,3 +228,49 @@ TEST_CASE("a fork shares blocks; writes copy the shared partial block first", "[
 
 }  // namespace
 }  // namespace tandem::runtime
+
+namespace tandem::runtime {
+namespace {
+
+TEST_CASE("a keys-only pool (MLA) stores no values and views them as the keys", "[kv][paged]") {
+  // Half the bytes of a K+V pool of the same shape, in the pool and in the allocator's budget.
+  auto both = KvPool::create(2, 5, 4, 3);
+  auto keys_only = KvPool::create(2, 5, 4, 3, /*keys_only=*/true);
+  REQUIRE(both.ok());
+  REQUIRE(keys_only.ok());
+  CHECK(keys_only.value()->bytes() * 2 == both.value()->bytes());
+  CHECK(kv_bytes_per_token(2, 1, 5, 4, /*keys_only=*/true).value() * 2 ==
+        kv_bytes_per_token(2, 1, 5, 4).value());
+  KvPool& pool = *keys_only.value();
+  auto allocator = make_allocator_for(pool);
+  REQUIRE(allocator.ok());
+  CHECK(allocator->total_blocks() == 3);
+  PagedKvCache cache(pool, allocator.value(), 1, 12);
+  REQUIRE(cache.prepare_write(0, 6).ok());
+  std::vector<float> rows(6 * 5);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i) + 0.5f;
+  for (size_t layer = 0; layer < 2; ++layer) cache.write(layer, 0, rows, {});
+  cache.set_length(6);
+  for (size_t layer = 0; layer < 2; ++layer) {
+    const kernels::KvBlocks view = cache.blocks(layer, 6);
+    CHECK(view.values == view.keys);
+    for (size_t p = 0; p < 6; ++p) {
+      const float* row = view.keys + (static_cast<size_t>(view.table[p / 4]) * 4 + p % 4) * 5;
+      CHECK(std::vector<float>(row, row + 5) ==
+            std::vector<float>(rows.begin() + static_cast<ptrdiff_t>(p * 5),
+                               rows.begin() + static_cast<ptrdiff_t>(p * 5 + 5)));
+    }
+  }
+  // A copy-on-write copy moves the key plane only (there is no other).
+  const BlockId spare = 3 - cache.block_table()[0] - cache.block_table()[1];  // ids 0 + 1 + 2
+  REQUIRE(pool.copy_block(cache.block_table()[0], spare).ok());
+  CHECK(pool.layer_keys(1)[static_cast<size_t>(spare) * 4 * 5] == rows[0]);
+  DenseKvCache dense(2, 5, 8, /*keys_only=*/true);
+  REQUIRE(dense.prepare_write(0, 6).ok());
+  dense.write(0, 0, rows, {});
+  CHECK(dense.blocks(0, 6).values == dense.blocks(0, 6).keys);
+  CHECK(dense.allocated_bytes() == 2 * 8 * 5 * sizeof(float));  // keys only, 8 rows (the limit)
+}
+
+}  // namespace
+}  // namespace tandem::runtime
