@@ -22,6 +22,8 @@ class KvCache {
 
   virtual size_t n_layers() const = 0;
   virtual size_t kv_dim() const = 0;
+  // No V rows are stored: the values are the leading part of each key row (MLA).
+  virtual bool keys_only() const { return false; }
   // The most positions this cache can ever hold (its context limit).
   virtual size_t max_positions() const = 0;
   // Positions 0 .. length() - 1 hold valid keys/values.
@@ -53,6 +55,7 @@ class DenseKvCache final : public KvCache {
 
   size_t n_layers() const override { return keys_.size(); }
   size_t kv_dim() const override { return kv_dim_; }
+  bool keys_only() const override { return keys_only_; }
   size_t max_positions() const override { return max_positions_; }
   size_t length() const override { return length_; }
   Status prepare_write(size_t start_pos, size_t end_pos) override;

@@ -151,7 +151,8 @@ Status ModelRunner::set_dense_executor(std::unique_ptr<DenseExecutor> executor) 
     return unimplemented_error(why);
   }
   KvPool& pool = executor->pool();
-  if (pool.n_layers() != spec_.n_layers || pool.kv_dim() != spec_.kv_dim()) {
+  if (pool.n_layers() != spec_.n_layers || pool.kv_dim() != spec_.kv_dim() ||
+      pool.keys_only() != (spec_.kv_value_dim() == 0)) {
     return invalid_argument_error("the dense executor's KV pool is shaped for another model");
   }
   dense_ = std::shared_ptr<DenseExecutor>(std::move(executor));
@@ -171,7 +172,8 @@ Status ModelRunner::validate(std::span<const SequenceInput> batch) const {
     const std::string where = "sequence " + std::to_string(s) + ": ";
     if (seq.cache == nullptr) return invalid_argument_error(where + "no KV cache");
     if (seq.tokens.empty()) return invalid_argument_error(where + "no tokens");
-    if (seq.cache->n_layers() != spec_.n_layers || seq.cache->kv_dim() != spec_.kv_dim()) {
+    if (seq.cache->n_layers() != spec_.n_layers || seq.cache->kv_dim() != spec_.kv_dim() ||
+        seq.cache->keys_only() != (spec_.kv_value_dim() == 0)) {
       return invalid_argument_error(where + "KV cache shaped for another model");
     }
     if (seq.start_pos > seq.cache->length()) {

@@ -93,6 +93,7 @@ class PagedKvCache final : public KvCache {
 
   size_t n_layers() const override { return pool_->n_layers(); }
   size_t kv_dim() const override { return pool_->kv_dim(); }
+  bool keys_only() const override { return pool_->keys_only(); }
   size_t max_positions() const override { return max_positions_; }
   size_t length() const override { return length_; }
   // RESOURCE_EXHAUSTED (nothing taken) when the free blocks do not cover end_pos;

@@ -81,6 +81,19 @@ TEST_CASE("tiny-deepseek2 spec: MLA sizes, DeepSeek router, shared expert, YaRN 
   }
 }
 
+TEST_CASE("an MLA model refuses a KV cache that stores values", "[runtime][deepseek2]") {
+  auto model = load_model(deepseek2_dir() + "tiny-deepseek2-f32.gguf");
+  auto cache = model->runner->new_kv_cache();
+  CHECK(cache->keys_only());
+  DenseKvCache with_values(3, 80, 64);  // same row width, K and V planes
+  const std::vector<int32_t> ids = {1, 2, 3};
+  SequenceInput seq{&with_values, ids, 0, LogitsWanted::kLast};
+  ForwardOutput out;
+  const Status s = model->runner->forward({&seq, 1}, out);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("KV cache shaped for another model"));
+}
+
 TEST_CASE("sigmoid routing keeps the best expert groups and weighs by the unbiased scores",
           "[experts][deepseek2]") {
   // 8 experts in 4 groups of 2, top-2 within the best 2 groups. Logits are chosen so that the
