@@ -42,6 +42,13 @@ void dot_q8_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 void dot_q4_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride);
 
+// ---- Q5_0 weights (block: f16 d, 4 bytes qh (32 high bits, little-endian), 16 bytes of nibbles
+// laid out as Q4_0; element j's value is (nibble | bit j of qh << 4) - 16, in -16..15, times d;
+// what llama-quantize falls back to when a K-quant's row is not a multiple of 256) x Q8_0
+// activations: per block sum += float(isum) * (dw * dx) with isum = sum q * xq.
+void dot_q5_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+
 // ---- MXFP4 weights (block of 32: uint8 e8m0 exponent e, 16 bytes of nibbles laid out as Q4_0;
 // value kMxfp4Values[q] * 2^(e - 128), kMxfp4Values = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4,
 // -6, -8, -12}, i.e. the E2M1 values doubled) x Q8_0 activations:
@@ -66,6 +73,8 @@ void dot_q6_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 void dot_q8_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride);
 void dot_q4_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride);
+void dot_q5_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride);
 void dot_mxfp4_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                     float* y, size_t y_stride);

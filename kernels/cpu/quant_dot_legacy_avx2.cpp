@@ -1,5 +1,5 @@
-// AVX2 (+FMA +F16C) dot products of Q4_0 and MXFP4 weights with Q8_0 activations, bit-identical
-// to the scalar references in quant_dot_legacy_scalar.cpp.
+// AVX2 (+FMA +F16C) dot products of Q4_0, Q5_0 and MXFP4 weights with Q8_0 activations,
+// bit-identical to the scalar references in quant_dot_legacy_scalar.cpp.
 //
 // Built with -mavx2 -mfma -mf16c -ffp-contract=off but linked into binaries that run on any x86-64:
 // everything except the exported dot_*_avx2 functions is in the anonymous namespace, and nothing
@@ -73,6 +73,46 @@ struct Q4_0 {
   }
 };
 
+// Q5_0: block = f16 d, 4 bytes qh, 16 nibble bytes; u = nibble | high bit << 4 (0..31) = q + 16;
+// scale order dw * dx as Q4_0. With u <= 31 every stage of the sums below stays in range
+// (8-element sums <= 8 * 31 * 128 = 31744 < 32767 for the int16 pack).
+struct Q5_0 {
+  static constexpr size_t kBytes = 22;
+  static constexpr int32_t kBias = 16;
+
+  // 16 bits of qh as 16 bytes, 0x10 where the bit is set (byte j <- bit j).
+  static __m128i high_bits(uint32_t bits16) {
+    const __m128i v = _mm_set1_epi16(static_cast<short>(bits16));
+    const __m128i bytes =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    const __m128i select =
+        _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    const __m128i hit = _mm_cmpeq_epi8(_mm_and_si128(bytes, select), select);
+    return _mm_and_si128(hit, _mm_set1_epi8(0x10));
+  }
+
+  static uint32_t load_qh(const uint8_t* block) {
+    uint32_t qh;
+    std::memcpy(&qh, block + 2, 4);
+    return qh;
+  }
+
+  static NibblePair unpack(const uint8_t* block_a, const uint8_t* block_b) {
+    const NibblePair q = load_nibbles(block_a + 6, block_b + 6);
+    const uint32_t qa = load_qh(block_a);
+    const uint32_t qb = load_qh(block_b);
+    const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(high_bits(qa & 0xffff)),
+                                               high_bits(qb & 0xffff), 1);
+    const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(high_bits(qa >> 16)),
+                                               high_bits(qb >> 16), 1);
+    return {_mm256_or_si256(q.lo, lo), _mm256_or_si256(q.hi, hi)};
+  }
+
+  static __m256 scales(const uint8_t* const p[kGroupRows], size_t off) {
+    return Q4_0::scales(p, off);
+  }
+};
+
 // MXFP4: block = uint8 e, 16 nibble bytes; u = kMxfp4Values[q] + 12 (0..24) by table lookup; the
 // weight scale is de = 2^(e - 128) (the scalar reference's dx * de equals de * dx: IEEE
 // multiplication is commutative).
@@ -119,10 +159,11 @@ ActivationPair load_activations(const int8_t* xq) {
 
 // The exact block sums are formed in stages that keep every intermediate in range:
 //  pair_sums: a row pair times one token. maddubs of lo and hi and an int16 add give 4-element
-//    sums of u * x: with u <= 24 and |x| <= 128, |u * x| <= 3072, so maddubs' 2-element sums
-//    (<= 6144) never saturate and the 4-element sums are <= 12288. madd with ones then gives
+//    sums of u * x: with u <= 31 (Q5_0; 24 for MXFP4, 15 for Q4_0) and |x| <= 128,
+//    |u * x| <= 3968, so maddubs' 2-element sums (<= 7936) never saturate and the 4-element sums
+//    are <= 15872. madd with ones then gives
 //    int32 lanes of 8-element sums, 4 per row: [a a a a | b b b b].
-//  quad_sums: pairs (i, i + 4) and (j, j + 4) packed to int16 (exact: |8-element sum| <= 24576)
+//  quad_sums: pairs (i, i + 4) and (j, j + 4) packed to int16 (exact: |8-element sum| <= 31744)
 //    and summed by madd: int32 lanes [ri ri rj rj | ri+4 ri+4 rj+4 rj+4] of 16-element sums.
 //  row_sums: hadd of quad_sums (0, 1) and (2, 3): lane r = row r's whole 32-element sum.
 // (Blend/shuffle combines with fewer multiplier-port instructions measured no faster on Zen 3.)
@@ -270,6 +311,11 @@ void dot_rows(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationR
 void dot_q4_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
   dot_rows<Q4_0>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_q5_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride) {
+  dot_rows<Q5_0>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_mxfp4_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,

@@ -1,4 +1,4 @@
-// Scalar reference dot products of the 32-element weight types (Q8_0, Q4_0, MXFP4) with Q8_0
+// Scalar reference dot products of the 32-element weight types (Q8_0, Q4_0, Q5_0, MXFP4) with Q8_0
 // activations: the literal form of quant_dot.h's semantics (built with -ffp-contract=off).
 #include <bit>
 #include <cmath>
@@ -18,6 +18,7 @@ constexpr size_t kHalf = kBlock / 2;
 constexpr size_t kQ8_0Bytes = 34;
 constexpr size_t kQ8_0Lanes = 8;  // partial sums of quant_dot.h's Q8_0 semantics
 constexpr size_t kQ4_0Bytes = 18;
+constexpr size_t kQ5_0Bytes = 22;
 constexpr size_t kMxfp4Bytes = 17;
 
 // One row of `blocks` blocks against one activation row; block_dot(block, xq) is the block's exact
@@ -94,6 +95,25 @@ void dot_q4_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
     return isum;
   };
   dot_rows<kQ4_0Bytes>(w, row_bytes, rows, x, y, y_stride, block_dot, fp16_scale, false);
+}
+
+void dot_q5_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride) {
+  auto block_dot = [](const uint8_t* block, const int8_t* xq) {
+    const uint32_t qh = static_cast<uint32_t>(block[2]) | static_cast<uint32_t>(block[3]) << 8 |
+                        static_cast<uint32_t>(block[4]) << 16 |
+                        static_cast<uint32_t>(block[5]) << 24;
+    const uint8_t* qs = block + 6;
+    int32_t isum = 0;
+    for (size_t j = 0; j < kHalf; ++j) {
+      const int32_t lo = static_cast<int32_t>((qs[j] & 0x0f) | ((qh >> j) & 1) << 4) - 16;
+      const int32_t hi = static_cast<int32_t>((qs[j] >> 4) | ((qh >> (j + kHalf)) & 1) << 4) - 16;
+      isum += lo * xq[j];
+      isum += hi * xq[j + kHalf];
+    }
+    return isum;
+  };
+  dot_rows<kQ5_0Bytes>(w, row_bytes, rows, x, y, y_stride, block_dot, fp16_scale, false);
 }
 
 void dot_mxfp4_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,

@@ -63,7 +63,9 @@ const std::array kTable = {
               TANDEM_X86(detail::dot_q4_0_avx2), TANDEM_X86(detail::dot_q4_0_avx2),
               TANDEM_X86(detail::dot_q4_0_avx2)),
     float_only(TensorType::kQ4_1, dequantize_q4_1),
-    float_only(TensorType::kQ5_0, dequantize_q5_0),
+    quantized(TensorType::kQ5_0, dequantize_q5_0, F::kQ8_0, detail::dot_q5_0_scalar,
+              TANDEM_X86(detail::dot_q5_0_avx2), TANDEM_X86(detail::dot_q5_0_avx2),
+              TANDEM_X86(detail::dot_q5_0_avx2)),
     float_only(TensorType::kQ5_1, dequantize_q5_1),
     with_interleaved(
         quantized(TensorType::kMXFP4, dequantize_mxfp4, F::kQ8_0, detail::dot_mxfp4_scalar,

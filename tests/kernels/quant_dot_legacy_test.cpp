@@ -32,7 +32,7 @@ constexpr double kUnit = 1.0 / 16777216.0;  // 2^-24, the float unit roundoff
 // The E2M1 code points doubled, as the MXFP4 format defines them.
 constexpr int kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-enum class Kind { kQ8_0, kQ4_0, kMxfp4 };
+enum class Kind { kQ8_0, kQ4_0, kQ5_0, kMxfp4 };
 
 // One weight type: its block, its kernels (avx2 null where this build has no x86 kernels or the
 // variant is not under test here).
@@ -53,10 +53,12 @@ struct LegacyType {
 const LegacyType kQ8_0Type = {"q8_0", Kind::kQ8_0, 34, &detail::dot_q8_0_scalar, nullptr};
 const LegacyType kQ4_0Type = {"q4_0", Kind::kQ4_0, 18, &detail::dot_q4_0_scalar,
                               TANDEM_LEGACY_AVX2(dot_q4_0_avx2)};
+const LegacyType kQ5_0Type = {"q5_0", Kind::kQ5_0, 22, &detail::dot_q5_0_scalar,
+                              TANDEM_LEGACY_AVX2(dot_q5_0_avx2)};
 const LegacyType kMxfp4Type = {"mxfp4", Kind::kMxfp4, 17, &detail::dot_mxfp4_scalar,
                                TANDEM_LEGACY_AVX2(dot_mxfp4_avx2)};
-const LegacyType* const kAllTypes[] = {&kQ8_0Type, &kQ4_0Type, &kMxfp4Type};
-const LegacyType* const kAvx2Types[] = {&kQ4_0Type, &kMxfp4Type};
+const LegacyType* const kAllTypes[] = {&kQ8_0Type, &kQ4_0Type, &kQ5_0Type, &kMxfp4Type};
+const LegacyType* const kAvx2Types[] = {&kQ4_0Type, &kQ5_0Type, &kMxfp4Type};
 
 float float_of_bits(uint32_t b) {
   float f = 0.0f;
@@ -119,7 +121,9 @@ std::vector<float> dequantized(const LegacyType& k, const uint8_t* row, size_t c
   if (k.kind == Kind::kMxfp4) {
     dequantize_mxfp4(row, out.data(), cols / kBlock);
   } else {
-    const TensorType type = k.kind == Kind::kQ8_0 ? TensorType::kQ8_0 : TensorType::kQ4_0;
+    const TensorType type = k.kind == Kind::kQ8_0   ? TensorType::kQ8_0
+                            : k.kind == Kind::kQ5_0 ? TensorType::kQ5_0
+                                                    : TensorType::kQ4_0;
     const Status s = dequantize(type, std::span<const uint8_t>(row, bytes), out);
     REQUIRE(s.ok());
   }
@@ -308,8 +312,8 @@ struct HandActivations {
   }
 };
 
-// One row of `blocks` blocks, every element the given 4-bit code (Q4_0 / MXFP4), scale 1.0
-// (fp16 d = 1, or e = 128).
+// One row of `blocks` blocks, every element the given code (4 bits for Q4_0 / MXFP4, 5 for Q5_0:
+// its high bit set in every qh bit), scale 1.0 (fp16 d = 1, or e = 128).
 std::vector<uint8_t> uniform_row(const LegacyType& k, size_t blocks, int code) {
   std::vector<uint8_t> row(blocks * k.block_bytes);
   for (size_t b = 0; b < blocks; ++b) {
@@ -321,7 +325,12 @@ std::vector<uint8_t> uniform_row(const LegacyType& k, size_t blocks, int code) {
       put_fp16(block, 1.0f);
       qs = 2;
     }
-    for (size_t j = 0; j < 16; ++j) block[qs + j] = static_cast<uint8_t>(code | code << 4);
+    if (k.kind == Kind::kQ5_0) {
+      for (size_t j = 2; j < 6; ++j) block[j] = (code & 16) != 0 ? 0xff : 0x00;
+      qs = 6;
+    }
+    const int nibble = code & 15;
+    for (size_t j = 0; j < 16; ++j) block[qs + j] = static_cast<uint8_t>(nibble | nibble << 4);
   }
   return row;
 }
@@ -335,8 +344,10 @@ TEST_CASE("legacy dot products at the extremes of the quants", "[kernels]") {
     int code;
     int value;  // the weight value of the code at scale 1
   };
-  const Extreme extremes[] = {{&kQ4_0Type, 0, -8},    {&kQ4_0Type, 15, 7}, {&kMxfp4Type, 7, 12},
-                              {&kMxfp4Type, 15, -12}, {&kMxfp4Type, 8, 0}, {&kQ4_0Type, 8, 0}};
+  const Extreme extremes[] = {{&kQ4_0Type, 0, -8},    {&kQ4_0Type, 15, 7},  {&kMxfp4Type, 7, 12},
+                              {&kMxfp4Type, 15, -12}, {&kMxfp4Type, 8, 0},  {&kQ4_0Type, 8, 0},
+                              {&kQ5_0Type, 0, -16},   {&kQ5_0Type, 31, 15}, {&kQ5_0Type, 16, 0},
+                              {&kQ5_0Type, 15, -1}};
   // Activations: token 0 all +127, token 1 all -127 (quantize_activations of +-1.0: d = 1/127 in
   // fp16), token 2 alternating signs per block; then hand-made token rows of -128 (d = 1).
   std::vector<float> xf(3 * kCols);
