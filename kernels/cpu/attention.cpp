@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "engine/base/check.h"
+#include "kernels/cpu/attention_rows.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vector_ops.h"
 
 namespace tandem::kernels {
@@ -32,7 +34,45 @@ void softmax_with_sink(std::span<float> row, float sink) {
   for (float& v : row) v *= inv;
 }
 
+// The inner loops' variant for this CPU (attention_rows.h): AVX2 where it runs, else scalar. The
+// two give the same bits.
+struct RowKernels {
+  decltype(&detail::attention_scores_scalar) scores;
+  decltype(&detail::attention_accumulate_scalar) accumulate;
+};
+
+const RowKernels& row_kernels() {
+#ifdef TANDEM_MATMUL_X86
+  static const RowKernels kernels =
+      cpu_features().avx2
+          ? RowKernels{detail::attention_scores_avx2, detail::attention_accumulate_avx2}
+          : RowKernels{detail::attention_scores_scalar, detail::attention_accumulate_scalar};
+#else
+  static const RowKernels kernels{detail::attention_scores_scalar,
+                                  detail::attention_accumulate_scalar};
+#endif
+  return kernels;
+}
+
 }  // namespace
+
+namespace detail {
+
+void attention_scores_scalar(const float* q, size_t n_heads, const float* k, size_t dim,
+                             float scale, float* scores, size_t stride) {
+  for (size_t h = 0; h < n_heads; ++h) scores[h * stride] = scale * dot_f32(q + h * dim, k, dim);
+}
+
+void attention_accumulate_scalar(const float* w, size_t stride, size_t n_heads, const float* v,
+                                 size_t vdim, float* out) {
+  for (size_t h = 0; h < n_heads; ++h) {
+    const float wh = w[h * stride];
+    float* o = out + h * vdim;
+    for (size_t d = 0; d < vdim; ++d) o[d] += wh * v[d];
+  }
+}
+
+}  // namespace detail
 
 void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, const KvBlocks& kv,
                      const AttentionConfig& config, std::span<float> out, size_t head_begin,
@@ -69,6 +109,7 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
   // of attention.h (scores in ascending position, then the softmax, then the weighted sum in
   // ascending position), so grouping changes no bit.
   const size_t cap = window == 0 ? n_ctx : std::min(window, n_ctx);
+  const RowKernels& row_kernel = row_kernels();
   thread_local std::vector<float> scores;
   for (size_t i = 0; i < n_q; ++i) {
     const size_t t = start_pos + i;
@@ -86,11 +127,8 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
         const float* kp = row_ptr(kv.keys, p, head_off);
         const size_t n_rows = std::min(rows - p % rows, end - p);
         for (size_t r = 0; r < n_rows; ++r) {
-          const float* k = kp + r * kv_row;
-          for (size_t hh = 0; hh < nh; ++hh) {
-            const float* qh = q.data() + (i * n_heads + g0 + hh) * dim;
-            scores[hh * cap + p - lo + r] = config.scale * dot_f32(qh, k, dim);
-          }
+          row_kernel.scores(q.data() + (i * n_heads + g0) * dim, nh, kp + r * kv_row, dim,
+                            config.scale, scores.data() + (p - lo + r), cap);
         }
         p += n_rows;
       }
@@ -108,12 +146,8 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
         const float* vp0 = row_ptr(kv.values, p, head_off);
         const size_t n_rows = std::min(rows - p % rows, end - p);
         for (size_t r = 0; r < n_rows; ++r) {
-          const float* vp = vp0 + r * kv_row;
-          for (size_t hh = 0; hh < nh; ++hh) {
-            const float w = scores[hh * cap + p - lo + r];
-            float* oh = out.data() + (i * n_heads + g0 + hh) * vdim;
-            for (size_t d = 0; d < vdim; ++d) oh[d] += w * vp[d];
-          }
+          row_kernel.accumulate(scores.data() + (p - lo + r), cap, nh, vp0 + r * kv_row, vdim,
+                                out.data() + (i * n_heads + g0) * vdim);
         }
         p += n_rows;
       }

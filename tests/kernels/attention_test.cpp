@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/attention_rows.h"
+#include "kernels/cpu/cpu_features.h"
 #include "tests/kernels/kernel_fixture.h"
 
 namespace tandem::kernels {
@@ -351,6 +353,43 @@ TEST_CASE("MLA-shaped attention: values are the leading value_dim floats of each
   attention_heads(q, n_q, start, kv, c, split, 0, 3);
   attention_heads(q, n_q, start, kv, c, split, 3, heads);
   CHECK(split == out);
+}
+
+}  // namespace
+}  // namespace tandem::kernels
+
+namespace tandem::kernels {
+namespace {
+
+TEST_CASE("attention's AVX2 row kernels give the scalar ones' bits", "[kernels]") {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (!cpu_features().avx2) {
+    WARN("attention AVX2 row kernels skipped: no AVX2 (the scalar ones run everywhere)");
+    return;
+  }
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (const size_t dim : {1, 7, 8, 16, 37, 64, 576}) {
+    INFO("dim " << dim);
+    const size_t heads = 5, stride = 3;
+    std::vector<float> q(heads * dim), k(dim), w(heads * stride);
+    for (float& x : q) x = u(rng);
+    for (float& x : k) x = u(rng);
+    for (float& x : w) x = u(rng);
+    std::vector<float> s1(heads * stride, 0.0f), s2(heads * stride, 0.0f);
+    detail::attention_scores_scalar(q.data(), heads, k.data(), dim, 0.37f, s1.data(), stride);
+    detail::attention_scores_avx2(q.data(), heads, k.data(), dim, 0.37f, s2.data(), stride);
+    CHECK(s1 == s2);
+    std::vector<float> o1(heads * dim), o2;
+    for (float& x : o1) x = u(rng);
+    o2 = o1;
+    detail::attention_accumulate_scalar(w.data(), stride, heads, k.data(), dim, o1.data());
+    detail::attention_accumulate_avx2(w.data(), stride, heads, k.data(), dim, o2.data());
+    CHECK(o1 == o2);
+  }
+#else
+  WARN("attention AVX2 row kernels skipped: not an x86-64 build");
+#endif
 }
 
 }  // namespace
