@@ -186,10 +186,12 @@ const FieldDescriptor kFields[] = {
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::prefill_chunk_tokens>},
     {.section = "runtime", .name = "dense_device",
      .doc = "Where attention, norms, routers, shared experts, the lm head and the KV cache run: "
-            "auto = on the GPU when this tandemd was built with CUDA and the device "
-            "(runtime.cuda_device) exists, else on the CPU; gpu = on the GPU or refuse to start; "
-            "cpu = on the CPU (routed experts still follow the placement). The token embedding "
-            "always stays in CPU memory.",
+            "auto = on the GPU when this tandemd was built with CUDA, the device "
+            "(runtime.cuda_device) exists and the GPU code runs the model's dense parts (not yet: "
+            "multi-head latent attention, attention sinks, sliding windows, output or router "
+            "biases, RoPE scaling; the start log names what is missing), else on the CPU; gpu = "
+            "on the GPU or refuse to start; cpu = on the CPU (routed experts still follow the "
+            "placement). The token embedding always stays in CPU memory.",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::dense_device>},
     {.section = "runtime", .name = "cuda_device",
      .doc = "The CUDA device (ordinal among those CUDA_VISIBLE_DEVICES leaves visible) that holds "
