@@ -42,10 +42,10 @@ double measure_read_bandwidth(ThreadPool& pool, uint64_t bytes, int repeats) {
 }
 
 uint64_t decode_weight_bytes(const ModelSession& session) {
-  const model::CheckpointSizes sizes = model::checkpoint_sizes(session.checkpoint);
-  const runtime::PreparedWeights& w = session.runner->prepared_weights();
+  const model::CheckpointSizes sizes = model::checkpoint_sizes(session.checkpoint());
+  const runtime::PreparedWeights& w = session.runner().prepared_weights();
   const uint64_t head = static_cast<uint64_t>(w.lm_head.rows) * w.lm_head.row_bytes;
-  const uint64_t k = session.runner->spec().n_experts_used;
+  const uint64_t k = session.runner().spec().n_experts_used;
   return sizes.dense + head + k * sizes.per_expert;
 }
 

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
+#include "base/thread_pool.h"
 #include "cli/model_session.h"
-#include "engine/base/thread_pool.h"
 
 namespace tandem::cli {
 

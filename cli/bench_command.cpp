@@ -8,8 +8,7 @@
 
 #include "cli/bench_bandwidth.h"
 #include "cli/bench_concurrency.h"
-#include "cli/bench_gpu_dense.h"
-#include "cli/bench_gpu_experts.h"
+#include "cli/bench_split_experts.h"
 #include "cli/commands.h"
 #include "cli/model_session.h"
 #include "engine/experts/moe_layer_timings.h"
@@ -20,21 +19,23 @@ namespace tandem::cli {
 namespace {
 
 void print_bench_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: tandem bench --model M [--prompt-tokens N] [--gen-tokens N] [--threads T]\n"
-               "Times one prefill of N synthetic prompt tokens (default 128) and N greedy decode\n"
-               "steps (default 32); prints tokens per second for each.\n"
-               "--gpu-experts K: K experts (uniform over the MoE layers) run on a CUDA expert\n"
-               "worker, the rest on the CPU (CUDA builds only; default 0).\n"
-               "--split-cpu-experts K: the same K experts on a second CPU worker with its own\n"
-               "pool of --split-threads T threads (default 1), running beside the first.\n"
-               "--dense-gpu: attention, norms, routers, shared experts, the head and the KV\n"
-               "cache on CUDA device 0, as tandemd's runtime.dense_device (CUDA builds only).\n"
-               "--profile: per MoE layer, tokens, pairs and ms of each worker's share, the\n"
-               "joined ms and overlap = (ms0 + ms1 - joined) / min(ms0, ms1), for the prefill\n"
-               "and for the decode steps.\n"
-               "With --concurrency N[,N...]: N sequences decoding together through the scheduler\n"
-               "(tandem bench --concurrency 1 --help for its flags).\n");
+  std::fprintf(
+      out,
+      "usage: tandem bench --model M [--prompt-tokens N] [--gen-tokens N] [--threads T]\n"
+      "Times one prefill of N synthetic prompt tokens (default 128) and N greedy decode\n"
+      "steps (default 32); prints tokens per second for each.\n"
+      "--gpu-experts K: K experts (uniform over the MoE layers) run on a CUDA expert\n"
+      "worker, the rest on the CPU (CUDA builds only; default 0); the start-up self-check\n"
+      "runs first, as in tandemd.\n"
+      "--split-cpu-experts K: the same K experts on a second CPU worker with its own\n"
+      "pool of --split-threads T threads (default 1), running beside the first.\n"
+      "--dense-gpu: attention, norms, routers, shared experts, the head and the KV\n"
+      "cache on CUDA device 0, as tandemd's runtime.dense_device (CUDA builds only).\n"
+      "--profile: per MoE layer, tokens, pairs and ms of each worker's share, the\n"
+      "joined ms and overlap = (ms0 + ms1 - joined) / min(ms0, ms1), for the prefill\n"
+      "and for the decode steps.\n"
+      "With --concurrency N[,N...]: N sequences decoding together through the scheduler\n"
+      "(tandem bench --concurrency 1 --help for its flags).\n");
 }
 
 }  // namespace
@@ -100,17 +101,16 @@ int run_bench(std::span<char*> args) {
     print_bench_usage(stderr);
     return 2;
   }
-  auto session = open_session(model_path, threads);
+  auto session = open_session(model_path, {.threads = threads,
+                                           .gpu_experts = gpu_experts,
+                                           .dense_gpu = dense_gpu,
+                                           .max_batch_tokens = std::max(1, prompt_tokens)});
   if (!session.ok()) {
     std::fprintf(stderr, "tandem bench: %s\n", session.status().to_string().c_str());
     return 2;
   }
-  runtime::ModelRunner& runner = *(*session)->runner;
-  auto gpu = attach_gpu_experts(**session, gpu_experts);
-  if (!gpu.ok()) {
-    std::fprintf(stderr, "tandem bench: %s\n", gpu.status().to_string().c_str());
-    return 2;
-  }
+  runtime::ModelRunner& runner = (*session)->runner();
+  const engine::GpuServing& gpu = (*session)->engine->gpu();
   auto split = attach_split_cpu_experts(**session, split_experts, split_threads);
   if (!split.ok()) {
     std::fprintf(stderr, "tandem bench: %s\n", split.status().to_string().c_str());
@@ -125,11 +125,9 @@ int run_bench(std::span<char*> args) {
                  runner.context_length());
     return 2;
   }
-  GpuDense gpu_dense;
-  const Status dense =
-      gpu_dense.attach(**session, dense_gpu, need, static_cast<size_t>(prompt_tokens));
-  if (!dense.ok()) {
-    std::fprintf(stderr, "tandem bench: %s\n", dense.to_string().c_str());
+  Result<std::unique_ptr<runtime::KvCache>> cache = (*session)->engine->sequence_cache(need);
+  if (!cache.ok()) {
+    std::fprintf(stderr, "tandem bench: %s\n", cache.status().to_string().c_str());
     return 2;
   }
   // Deterministic spread-out ids.
@@ -138,14 +136,8 @@ int run_bench(std::span<char*> args) {
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
 
   using Clock = std::chrono::steady_clock;
-  std::unique_ptr<runtime::KvCache> own_cache;
-  runtime::KvCache* cache = gpu_dense.cache();
-  if (cache == nullptr) {
-    own_cache = runner.new_kv_cache();
-    cache = own_cache.get();
-  }
   runtime::ForwardOutput out;
-  runtime::SequenceInput seq{cache, ids, 0, runtime::LogitsWanted::kLast};
+  runtime::SequenceInput seq{cache->get(), ids, 0, runtime::LogitsWanted::kLast};
   const auto t0 = Clock::now();
   Status s = runner.forward({&seq, 1}, out);
   const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -159,7 +151,8 @@ int run_bench(std::span<char*> args) {
   for (int i = 0; i < gen_tokens; ++i) {
     const auto row = out.row(0, 0);
     one[0] = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-    runtime::SequenceInput step{cache, one, cache->length(), runtime::LogitsWanted::kLast};
+    runtime::SequenceInput step{cache->get(), one, (*cache)->length(),
+                                runtime::LogitsWanted::kLast};
     s = runner.forward({&step, 1}, out);
     if (!s.ok()) {
       std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
@@ -175,14 +168,17 @@ int run_bench(std::span<char*> args) {
   std::printf("cpu: %s; measured read bandwidth %.1f GB/s (%zu threads, 1 GiB)\n",
               kernels::cpu_features_string(kernels::cpu_features()).c_str(), bandwidth / 1e9,
               runner.pool().n_threads());
-  if (gpu->worker != nullptr) {
-    std::printf("gpu experts: %llu on CUDA device 0, %.1f MiB of device memory\n",
-                static_cast<unsigned long long>(gpu->n_experts),
-                static_cast<double>(gpu->device_bytes) / (1024.0 * 1024.0));
+  constexpr double kMiB = 1024.0 * 1024.0;
+  if (gpu.experts != nullptr) {
+    std::printf("gpu experts: %llu on %s, %.1f MiB of device memory\n",
+                static_cast<unsigned long long>(gpu.allocated.n_experts), gpu.device_label.c_str(),
+                static_cast<double>(gpu.allocated.experts + gpu.allocated.expert_scratch) / kMiB);
   }
-  if (gpu_dense.attached()) {
-    std::printf("dense parts and KV cache on CUDA device 0, %.1f MiB of device memory\n",
-                static_cast<double>(gpu_dense.device_bytes()) / (1024.0 * 1024.0));
+  if (gpu.dense_on_gpu) {
+    std::printf(
+        "dense parts and KV cache on %s, %.1f MiB of device memory\n", gpu.device_label.c_str(),
+        static_cast<double>(gpu.allocated.dense + gpu.allocated.kv + gpu.allocated.dense_scratch) /
+            kMiB);
   }
   if (split->worker != nullptr) {
     std::printf("split: %llu experts on a second CPU worker with %zu threads\n",
@@ -200,7 +196,7 @@ int run_bench(std::span<char*> args) {
         bytes / 1e9, bytes * tps / 1e9, 100.0 * bytes * tps / bandwidth);
   }
   if (profile) {
-    const char* second = gpu->worker != nullptr ? "gpu" : "cpu2";
+    const char* second = gpu.experts != nullptr ? "gpu" : "cpu2";
     std::printf("\nMoE layers, prefill (%d tokens in one pass):\n%s", prompt_tokens,
                 experts::format_moe_timings(prefill_timings, "cpu", second).c_str());
     if (gen_tokens > 0) {

@@ -15,9 +15,8 @@
 
 #include "cli/flag_parser.h"
 #include "cli/model_session.h"
+#include "engine/facade/engine.h"
 #include "engine/model/model.h"
-#include "engine/runtime/model_runner.h"
-#include "engine/runtime/scheduler.h"
 #include "kernels/cpu/matmul_dispatch.h"
 
 namespace tandem::cli {
@@ -94,30 +93,21 @@ std::vector<int32_t> synthetic_prompt(size_t seq, size_t length, size_t vocab) {
   return ids;
 }
 
-Result<ConcurrencyRow> run_level(
-    const model::Checkpoint& checkpoint, const Options& o, int n,
-    const std::function<Status(runtime::ModelRunner&)>& configure_runner) {
-  runtime::RunnerOptions runner_options;
-  runner_options.threads = o.threads;
-  TANDEM_ASSIGN_OR_RETURN(
-      std::unique_ptr<runtime::ModelRunner> runner,
-      runtime::ModelRunner::create(*checkpoint.spec, *checkpoint.weights, runner_options));
-  if (configure_runner) TANDEM_RETURN_IF_ERROR(configure_runner(*runner));
-  const size_t threads = runner->pool().n_threads();
+// One engine per level, built as the other bench commands build theirs (model_session.h) and
+// served through its scheduler.
+// `model_error` is set when the engine cannot be built (a model or usage error, not a run failure).
+Result<ConcurrencyRow> run_level(const Options& o, int n, bool& model_error) {
   const int64_t per_seq = int64_t{o.prompt_tokens} + o.gen_tokens;
-  if (per_seq > static_cast<int64_t>(runner->context_length())) {
-    return invalid_argument_error(std::to_string(per_seq) + " tokens per sequence exceed the " +
-                                  "context limit " + std::to_string(runner->context_length()));
-  }
-  const size_t vocab = runner->n_vocab();
-
   // Every prompt fits the first forward pass, so that pass is all prefill and the rest all decode.
-  runtime::SchedulerOptions options;
+  engine::EngineOptions options = session_engine_options(
+      o.model_path, {.threads = o.threads,
+                     .max_batch_tokens = std::max<int64_t>(int64_t{n} * o.prompt_tokens, n)});
   options.limits.max_running = n;
-  options.limits.context_length = per_seq;
   options.limits.prefill_chunk_tokens = o.prompt_tokens;
-  options.limits.max_batch_tokens = std::max<int64_t>(int64_t{n} * o.prompt_tokens, n);
   options.queue_capacity = static_cast<size_t>(n);
+  // Sequences of per_seq tokens, and a KV pool of exactly n of them (kv_cache_bytes 0).
+  options.context_length = static_cast<int>(per_seq);
+  options.kv_cache_bytes = 0;
   // Written on the scheduler thread; read here only after stop() joined it.
   std::vector<Clock::time_point> step_end;
   std::vector<double> step_end_cpu;
@@ -127,8 +117,11 @@ Result<ConcurrencyRow> run_level(
     step_end.push_back(Clock::now());
     step_end_cpu.push_back(process_cpu_seconds());
   };
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Scheduler> scheduler,
-                          runtime::Scheduler::create(std::move(runner), std::move(options)));
+  Result<std::unique_ptr<engine::Engine>> built = engine::Engine::create(std::move(options));
+  model_error = !built.ok();
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> scheduler, std::move(built));
+  const size_t threads = scheduler->runner().pool().n_threads();
+  const size_t vocab = scheduler->runner().n_vocab();
 
   std::vector<runtime::RequestHandle> handles;
   for (int s = 0; s < n; ++s) {
@@ -166,7 +159,7 @@ Result<ConcurrencyRow> run_level(
   }
   scheduler->stop(runtime::StopMode::kDrain);
   TANDEM_RETURN_IF_ERROR(failure);
-  row.steps = scheduler->steps();
+  row.steps = scheduler->scheduler().steps();
   if (step_end.empty()) return internal_error("the scheduler ran no forward pass");
 
   row.prefill_s = std::chrono::duration<double>(step_end.front() - start).count();
@@ -260,8 +253,8 @@ Result<std::vector<int>> parse_concurrency_list(const std::string& text) {
   return values;
 }
 
-int bench_concurrency_main(std::span<const std::string> args, std::ostream& out, std::ostream& err,
-                           const std::function<Status(runtime::ModelRunner&)>& configure_runner) {
+int bench_concurrency_main(std::span<const std::string> args, std::ostream& out,
+                           std::ostream& err) {
   bool help = false;
   Result<Options> options = parse_options(args, help);
   if (help) {
@@ -274,17 +267,13 @@ int bench_concurrency_main(std::span<const std::string> args, std::ostream& out,
     return 2;
   }
   const Options& o = *options;
-  Result<model::Checkpoint> checkpoint = model::open_model(o.model_path);
-  if (!checkpoint.ok()) {
-    err << "tandem bench: " << checkpoint.status().to_string() << "\n";
-    return 2;
-  }
   std::vector<ConcurrencyRow> rows;
   for (int n : o.concurrency) {
-    Result<ConcurrencyRow> row = run_level(*checkpoint, o, n, configure_runner);
+    bool model_error = false;
+    Result<ConcurrencyRow> row = run_level(o, n, model_error);
     if (!row.ok()) {
       err << "tandem bench: concurrency " << n << ": " << row.status().to_string() << "\n";
-      return row.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+      return model_error || row.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
     }
     if (!row->single_prefill_step) {
       err << "tandem bench: warning: concurrency " << n << " took " << row->steps << " steps, not "

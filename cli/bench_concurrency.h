@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
-#include "engine/base/status.h"
+#include "base/result.h"
+#include "base/status.h"
 
 namespace tandem::runtime {
 class ModelRunner;
@@ -46,15 +46,12 @@ Result<std::vector<int>> parse_concurrency_list(const std::string& text);
 
 // Runs `tandem bench` in concurrency mode with `args` (the arguments after "bench", which must
 // include --concurrency): --model M --concurrency LIST [--prompt-tokens N (default 32)]
-// [--gen-tokens N (default 32, >= 2)] [--threads T] [--json]. For each N: a fresh ModelRunner and
-// Scheduler over the one opened checkpoint; N greedy requests (distinct synthetic prompts,
-// ignore_eos, max_tokens = gen tokens) submitted before the loop starts; figures from the
-// scheduler's per-step timestamps. Prints a table (or one JSON object with --json) to `out`,
-// diagnostics to `err`. `configure_runner`, when set, is applied to each runner before it goes
-// into the scheduler (e.g. to route experts to a GPU worker). Returns 0, 2 for usage / model
-// errors, 1 when a request fails. Main thread only.
-int bench_concurrency_main(
-    std::span<const std::string> args, std::ostream& out, std::ostream& err,
-    const std::function<Status(runtime::ModelRunner&)>& configure_runner = {});
+// [--gen-tokens N (default 32, >= 2)] [--threads T] [--json]. For each N: a fresh engine
+// (session_engine_options, context and KV pool sized for N sequences); N greedy requests
+// (distinct synthetic prompts, ignore_eos, max_tokens = gen tokens) submitted before the loop
+// starts; figures from the scheduler's per-step timestamps. Prints a table (or one JSON object
+// with --json) to `out`, diagnostics to `err`. Returns 0, 2 for usage / model errors, 1 when a
+// request fails. Main thread only.
+int bench_concurrency_main(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
 }  // namespace tandem::cli

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 
 namespace tandem::cli {
 

@@ -172,7 +172,7 @@ int generate_main(std::span<const std::string> args, std::ostream& out, std::ost
     err << "tandem generate: " << session.status().to_string() << "\n";
     return 2;
   }
-  runtime::ModelRunner& runner = *(*session)->runner;
+  runtime::ModelRunner& runner = (*session)->runner();
   std::optional<tokenizer::Tokenizer> tok;
   std::string no_tokenizer_why;
   {

@@ -64,7 +64,7 @@ int run_logits(std::span<char*> args) {
     std::fprintf(stderr, "tandem logits: %s\n", session.status().to_string().c_str());
     return 2;
   }
-  runtime::ModelRunner& runner = *(*session)->runner;
+  runtime::ModelRunner& runner = (*session)->runner();
   auto cache = runner.new_kv_cache();
   runtime::SequenceInput seq{cache.get(), *ids, 0, runtime::LogitsWanted::kAll};
   runtime::ForwardOutput out;

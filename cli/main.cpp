@@ -3,6 +3,7 @@
 #include <cstring>
 #include <span>
 
+#include "base/log.h"
 #include "cli/command.h"
 
 namespace {
@@ -22,6 +23,9 @@ int main(int argc, char** argv) {
     print_usage(stderr);
     return 2;
   }
+  // The engine's start-up lines (model summary, placement table) stay out of the commands'
+  // output; its warnings and errors go to stderr.
+  (void)tandem::configure_logging("warn", tandem::LogFormat::kText);
   const char* name = argv[1];
   if (std::strcmp(name, "help") == 0 || std::strcmp(name, "--help") == 0 ||
       std::strcmp(name, "-h") == 0) {

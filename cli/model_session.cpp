@@ -1,6 +1,7 @@
 // Shared model set-up for the logits / generate / bench subcommands.
 #include "cli/model_session.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <filesystem>
@@ -8,14 +9,27 @@
 
 namespace tandem::cli {
 
-Result<std::unique_ptr<ModelSession>> open_session(const std::string& path, int threads) {
+engine::EngineOptions session_engine_options(const std::string& path,
+                                             const SessionOptions& options) {
+  engine::EngineOptions o;
+  o.model_path = path;
+  o.placement.policy = placement::PlacementPolicy::kUniform;
+  o.placement.num_gpu_experts = options.gpu_experts;
+  o.dense_device = options.dense_gpu ? engine::DenseDevice::kGpu : engine::DenseDevice::kCpu;
+  o.threads = options.threads;
+  o.limits.max_batch_tokens = options.max_batch_tokens;
+  o.limits.prefill_chunk_tokens =
+      std::min<int64_t>(o.limits.prefill_chunk_tokens, options.max_batch_tokens);
+  o.export_tokenizer = false;
+  o.watch_files = false;
+  return o;
+}
+
+Result<std::unique_ptr<ModelSession>> open_session(const std::string& path,
+                                                   const SessionOptions& options) {
   auto session = std::make_unique<ModelSession>();
-  TANDEM_ASSIGN_OR_RETURN(session->checkpoint, model::open_model(path));
-  runtime::RunnerOptions options;
-  options.threads = threads;
-  TANDEM_ASSIGN_OR_RETURN(session->runner,
-                          runtime::ModelRunner::create(*session->checkpoint.spec,
-                                                       *session->checkpoint.weights, options));
+  TANDEM_ASSIGN_OR_RETURN(session->engine,
+                          engine::Engine::create(session_engine_options(path, options)));
   return session;
 }
 

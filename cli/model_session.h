@@ -1,5 +1,6 @@
-// Shared set-up for the `tandem` subcommands that run a model (logits, generate, bench, tokenize):
-// open the checkpoint, build a ModelRunner, load a tokenizer, parse --prompt-ids lists.
+// Shared set-up for the `tandem` subcommands that run a model (logits, generate, bench, profile):
+// the engine (engine/facade) built as tandemd builds it, run directly instead of served; a
+// tokenizer; --prompt-ids lists.
 #pragma once
 
 #include <cstdint>
@@ -7,22 +8,44 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
+#include "engine/facade/engine.h"
 #include "engine/model/model.h"
 #include "engine/runtime/runtime.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tandem::cli {
 
-// The checkpoint and the runner over it (the runner views the checkpoint's weights, so both live
-// together). Owned by one command on the main thread.
-struct ModelSession {
-  model::Checkpoint checkpoint;
-  std::unique_ptr<runtime::ModelRunner> runner;
+// What a command asks of its engine besides the model.
+struct SessionOptions {
+  int threads = 0;          // forward threads (0 = all cores)
+  int64_t gpu_experts = 0;  // experts placed on the GPU, evenly over the MoE layers (uniform)
+  bool dense_gpu = false;   // the dense parts and the KV cache on the GPU (or fail)
+  // The most tokens of one forward pass (GPU scratch is sized for it).
+  int64_t max_batch_tokens = 2048;
 };
 
-// Opens `path` (GGUF file or HF directory) with `threads` forward threads (0 = all cores).
-Result<std::unique_ptr<ModelSession>> open_session(const std::string& path, int threads);
+// The engine a command runs directly (its scheduler never starts). Owned by one command on the
+// main thread.
+struct ModelSession {
+  std::unique_ptr<engine::Engine> engine;
+
+  const model::Checkpoint& checkpoint() const { return engine->checkpoint(); }
+  runtime::ModelRunner& runner() const { return engine->runner(); }
+};
+
+// The engine's options for `path` (GGUF file or HF directory) as the commands run it: no
+// statistics (uniform placement of options.gpu_experts), no tokenizer export, no file watch,
+// dense parts on the CPU unless options.dense_gpu.
+engine::EngineOptions session_engine_options(const std::string& path,
+                                             const SessionOptions& options);
+
+// Opens `path` with session_engine_options. Errors: Engine::create's.
+Result<std::unique_ptr<ModelSession>> open_session(const std::string& path,
+                                                   const SessionOptions& options);
+inline Result<std::unique_ptr<ModelSession>> open_session(const std::string& path, int threads) {
+  return open_session(path, SessionOptions{.threads = threads});
+}
 
 // The tokenizer of `path`: a GGUF file's tokenizer.ggml.* metadata, or a Hugging Face directory's
 // tokenizer.json (+ tokenizer_config.json). NOT_FOUND when `path` is a directory without

@@ -224,7 +224,7 @@ int profile_main(std::span<const std::string> args, std::string& out, std::strin
   Result<std::unique_ptr<ModelSession>> session =
       open_session(o.model, static_cast<int>(o.threads));
   if (!session.ok()) return fail(session.status(), 2);
-  Result<placement::ModelIdentity> identity = placement::model_identity((*session)->checkpoint);
+  Result<placement::ModelIdentity> identity = placement::model_identity((*session)->checkpoint());
   if (!identity.ok()) return fail(identity.status(), 2);
   Result<ActivationStats> stats = ActivationStats::create(*identity);
   if (!stats.ok()) return fail(stats.status(), 2);
@@ -253,7 +253,7 @@ int profile_main(std::span<const std::string> args, std::string& out, std::strin
     ids.push_back(std::move(enc).value());
   }
 
-  runtime::ModelRunner& model = *(*session)->runner;
+  runtime::ModelRunner& model = (*session)->runner();
   std::optional<int32_t> eos;
   if (model.spec().eos_token_id) eos = static_cast<int32_t>(*model.spec().eos_token_id);
   if (tok->eos_id()) eos = tok->eos_id();

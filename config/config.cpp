@@ -5,7 +5,6 @@ namespace tandem::config {
 
 namespace {
 constexpr std::string_view kModelFormatNames[] = {"auto", "gguf", "safetensors"};
-constexpr std::string_view kPlacementPolicyNames[] = {"frequency", "uniform", "budget"};
 constexpr std::string_view kLogLevelNames[] = {"trace", "debug",    "info", "warn",
                                                "error", "critical", "off"};
 constexpr std::string_view kLogFormatNames[] = {"text", "json"};
@@ -17,7 +16,7 @@ std::span<const std::string_view> enum_names(ModelFormat) {
   return kModelFormatNames;
 }
 std::span<const std::string_view> enum_names(PlacementPolicy) {
-  return kPlacementPolicyNames;
+  return placement::placement_policy_names();
 }
 std::span<const std::string_view> enum_names(LogLevel) {
   return kLogLevelNames;

@@ -13,7 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/base/log.h"
+#include "base/log.h"
+#include "engine/placement/placement_policy.h"
 
 namespace tandem::config {
 
@@ -24,8 +25,8 @@ enum class ModelFormat { kAuto, kGguf, kSafetensors };
 // started at once, but only as stable as the file) or read into the process's own memory.
 enum class LoadMode { kMmap, kRead };
 
-// placement.policy: how experts are chosen for the GPU (see DESIGN.md §3).
-enum class PlacementPolicy { kFrequency, kUniform, kBudget };
+// placement.policy: how experts are chosen for the GPU; the planner's own enum.
+using placement::PlacementPolicy;
 
 // runtime.dense_device: where the dense parts of the forward pass (attention, norms, routers,
 // shared experts, lm head) and the KV cache live.

@@ -5,8 +5,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "base/check.h"
 #include "config/value_text.h"
-#include "engine/base/check.h"
 
 namespace tandem::config {
 

@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include "base/status.h"
 #include "config/config.h"
-#include "engine/base/status.h"
 
 namespace tandem::config {
 

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
+#include "base/check.h"
 #include "config/config_fields.h"
 #include "config/peer_network.h"
 #include "config/value_text.h"
 #include "config/yaml_source.h"
-#include "engine/base/check.h"
 
 namespace tandem::config {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.h"
 #include "config/config.h"
-#include "engine/base/result.h"
 
 namespace tandem::config {
 

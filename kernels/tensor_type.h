@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 
 namespace tandem {
 

@@ -3,7 +3,7 @@
 
 #include <string_view>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::server {
 namespace {

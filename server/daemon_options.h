@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "config/config_loader.h"
-#include "engine/base/result.h"
 
 namespace tandem::server {
 

@@ -10,12 +10,11 @@
 #include "engine/placement/model_identity.h"
 #include "engine/placement/planner.h"
 #include "server/embedded_default.h"
-#include "server/engine_startup.h"
+#include "server/engine_config.h"
 #include "server/exit_codes.h"
 #include "server/expert_metrics.h"
 #include "server/grpc_server.h"
 #include "server/metrics.h"
-#include "server/model_startup.h"
 #include "server/moe_activity.h"
 #include "server/shutdown_signals.h"
 #include "server/stats_dump_path.h"
@@ -37,9 +36,9 @@ struct Exported {
   int64_t prefix_hits = 0;
 };
 
-void update_gauges(const runtime::Scheduler& scheduler, const MoeActivity& activity,
+void update_gauges(const engine::Engine& engine, const MoeActivity& activity,
                    ServerMetrics& metrics, Exported& seen) {
-  const runtime::SchedulerLoad load = scheduler.load();
+  const runtime::SchedulerLoad load = engine.load();
   metrics.add_preemptions(load.preemptions - seen.preemptions);
   seen.preemptions = load.preemptions;
   metrics.add_prefix_cache(load.prefix_query_tokens - seen.prefix_queries,
@@ -57,23 +56,23 @@ void update_gauges(const runtime::Scheduler& scheduler, const MoeActivity& activ
 
 // Stops admission, lets in-flight requests finish for up to `grace`, then ends the rest.
 void drain(ServingContext& context, GrpcServer& server, ServerMetrics& metrics,
-           runtime::Scheduler& scheduler, std::chrono::seconds grace) {
+           engine::Engine& engine, std::chrono::seconds grace) {
   context.set_state(ServingState::kDraining);
   server.set_serving(false);
   metrics.set_serving(false);
-  scheduler.close_admission();
+  engine.close_admission();
   const auto deadline = std::chrono::steady_clock::now() + grace;
-  size_t in_flight = scheduler.in_flight();
+  size_t in_flight = engine.in_flight();
   spdlog::info("draining {} in-flight request(s) for up to {} s", in_flight, grace.count());
   while (in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    in_flight = scheduler.in_flight();
+    in_flight = engine.in_flight();
   }
   if (in_flight > 0) {
     spdlog::warn("{} request(s) still running after {} s: ending them with finish_reason abort",
                  in_flight, grace.count());
   }
-  scheduler.stop(runtime::StopMode::kAbort);
+  engine.stop(runtime::StopMode::kAbort);
   server.shutdown(std::chrono::duration_cast<std::chrono::milliseconds>(kFinalFlush));
 }
 
@@ -101,9 +100,6 @@ int run_daemon(config::Config config, const std::string& executable_path) {
     spdlog::info("no model.path configured: serving the embedded demo model from {}", *embedded);
   }
 
-  const Result<GpuProbe> gpu = probe_gpu(config);
-  if (!gpu.ok()) return refuse_start(gpu.status(), kExitFailure);
-
   Result<std::unique_ptr<ServerMetrics>> metrics =
       ServerMetrics::create(config.metrics.host, config.metrics.port);
   if (!metrics.ok()) {
@@ -114,9 +110,9 @@ int run_daemon(config::Config config, const std::string& executable_path) {
   context.auth = auth_policy(config.server);
   context.metrics = metrics->get();
   VllmEngineService vllm_service(context);
-  TandemService tandem_service(context, config.placement.stats_output_path,
-                               TandemServiceOptions{.statistics_path = config.placement.stats_path,
-                                                    .gpu_device = gpu->label});
+  TandemService tandem_service(
+      context, config.placement.stats_output_path,
+      TandemServiceOptions{.statistics_path = config.placement.stats_path});
   Result<std::unique_ptr<GrpcServer>> server =
       GrpcServer::start(config.server, {&vllm_service, &tandem_service});
   if (!server.ok()) {
@@ -139,40 +135,41 @@ int run_daemon(config::Config config, const std::string& executable_path) {
     spdlog::info("metrics on http://{}:{}/metrics", config.metrics.host, config.metrics.port);
   }
 
-  const Result<StartedModel> model = start_model(config, *gpu);
-  if (!model.ok()) {
-    return refuse_start(model.status(),
-                        startup_exit_code(model.status(), StartupStage::kCheckpoint));
+  if (const Status format = config.model.path.empty()
+                                ? Status()
+                                : check_model_format(config.model.format, config.model.path);
+      !format.ok()) {
+    return refuse_start(format, startup_exit_code(format, StartupStage::kCheckpoint));
   }
-  const Status gpu_experts = check_gpu_experts_have_device(model->placement, gpu->n_devices);
-  if (!gpu_experts.ok()) {
-    return refuse_start(gpu_experts, startup_exit_code(gpu_experts, StartupStage::kCheckpoint));
-  }
-  Result<placement::ModelIdentity> identity = placement::model_identity(model->checkpoint);
-  if (!identity.ok()) {
-    return refuse_start(identity.status(),
-                        startup_exit_code(identity.status(), StartupStage::kCheckpoint));
-  }
-  Result<std::unique_ptr<MoeActivity>> activity =
-      MoeActivity::create(*identity, model->placement.stats, model->placement.placement.map);
-  if (!activity.ok()) {
-    return refuse_start(activity.status(),
-                        startup_exit_code(activity.status(), StartupStage::kCheckpoint));
-  }
-  Result<ServingEngine> engine = start_engine(config, *model, activity->get(), model->gpu);
-  if (!engine.ok()) {
-    return refuse_start(engine.status(), startup_exit_code(engine.status(), StartupStage::kEngine));
-  }
-  const placement::GpuMemoryDemand& on_gpu = engine->gpu.allocated;
+  engine::EngineOptions options = engine_options(config);
+  // The live statistics recorder, made once the placement is known: it counts on top of the
+  // statistics the placement was planned from.
+  std::unique_ptr<MoeActivity> activity;
+  options.routing_observer =
+      [&activity](const model::Checkpoint& checkpoint,
+                  const placement::StartupPlacement& planned) -> Result<runtime::RoutingObserver*> {
+    TANDEM_ASSIGN_OR_RETURN(const placement::ModelIdentity identity,
+                            placement::model_identity(checkpoint));
+    TANDEM_ASSIGN_OR_RETURN(activity,
+                            MoeActivity::create(identity, planned.stats, planned.placement.map));
+    return activity.get();
+  };
+  engine::EngineStage stage = engine::EngineStage::kDevices;
+  Result<std::unique_ptr<engine::Engine>> built =
+      engine::Engine::create(std::move(options), &stage);
+  if (!built.ok()) return refuse_start(built.status(), engine_exit_code(built.status(), stage));
+  engine::Engine& engine = **built;
+  const placement::GpuMemoryDemand& on_gpu = engine.gpu().allocated;
   (*metrics)->set_gpu_memory(
       {on_gpu.experts, on_gpu.expert_scratch, on_gpu.dense, on_gpu.kv, on_gpu.dense_scratch});
-  context.scheduler = engine->scheduler.get();
-  context.tokenizer = engine->tokenizer.get();
-  context.model = engine->info;
-  context.mapping_limits = engine->mapping_limits;
-  context.placement = &model->placement;
-  context.moe_activity = activity->get();
-  const Status started = engine->scheduler->start();
+  context.served = &engine;
+  context.tokenizer = engine.tokenizer();
+  context.model = served_model_info(config, engine);
+  context.mapping_limits.context_length = context.model.context_length;
+  context.placement = &engine.placement();
+  context.moe_activity = activity.get();
+  context.gpu_device = engine.gpu().device_label;
+  const Status started = engine.start();
   if (!started.ok()) return refuse_start(started, kExitFailure);
   signals.set_exit_at_once(false);
   context.set_state(ServingState::kServing);
@@ -191,14 +188,12 @@ int run_daemon(config::Config config, const std::string& executable_path) {
   Exported exported;
   bool failure_reported = false;
   while (!signals.wait(std::chrono::duration_cast<std::chrono::milliseconds>(kGaugeInterval))) {
-    update_gauges(*engine->scheduler, **activity, **metrics, exported);
+    update_gauges(engine, *activity, **metrics, exported);
     // The scheduler checks the files after every forward pass; this catches a change while
     // idle, so health turns NOT_SERVING before the next request arrives.
     if (!failure_reported) {
-      if (const Status files = model::check_checkpoint_files(model->checkpoint); !files.ok()) {
-        engine->scheduler->fail(files);
-      }
-      if (const Status failure = engine->scheduler->failure(); !failure.ok()) {
+      if (const Status files = engine.check_files(); !files.ok()) engine.fail(files);
+      if (const Status failure = engine.failure(); !failure.ok()) {
         failure_reported = true;
         (*server)->set_serving(false);
         (*metrics)->set_serving(false);
@@ -206,10 +201,10 @@ int run_daemon(config::Config config, const std::string& executable_path) {
       }
     }
   }
-  drain(context, **server, **metrics, *engine->scheduler,
+  drain(context, **server, **metrics, engine,
         std::chrono::seconds(config.server.shutdown_grace_seconds));
   if (!config.placement.stats_output_path.empty()) {
-    const Status written = dump_activation_stats(**activity, config.placement.stats_output_path);
+    const Status written = dump_activation_stats(*activity, config.placement.stats_output_path);
     if (written.ok()) {
       spdlog::info("activation statistics written to {}", config.placement.stats_output_path);
     } else {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "config/config.h"
-#include "engine/base/result.h"
 
 namespace tandem::server {
 

@@ -2,7 +2,7 @@
 // failures are permanent.
 #pragma once
 
-#include "engine/base/status.h"
+#include "base/status.h"
 
 namespace tandem::server {
 

@@ -77,7 +77,7 @@ void GenerateReactor::start(const grpc::ByteBuffer& raw) {
   const grpc::Status parsed = parse_wire_message(raw, request);
   if (!parsed.ok()) return finish_locked(parsed, "invalid_argument");
   request_id_ = request.request_id();
-  runtime::Scheduler* engine = context_.engine();
+  engine::Engine* engine = context_.engine();
   if (engine == nullptr) {
     return finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                       "the model is still loading; retry when HealthCheck passes"),

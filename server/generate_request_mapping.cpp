@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tandem::server {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/runtime/request.h"
 #include "vllm/grpc/engine/vllm_engine.pb.h"
 

@@ -10,7 +10,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 
 namespace tandem::server {
 namespace {

@@ -9,8 +9,8 @@
 
 #include <grpcpp/server.h>
 
+#include "base/result.h"
 #include "config/config.h"
-#include "engine/base/result.h"
 
 namespace tandem::server {
 

@@ -57,7 +57,7 @@ void KvEventsReactor::start(grpc::CallbackServerContext* call, const grpc::ByteB
   common::SubscribeKvEventsRequest request;
   const grpc::Status parsed = parse_wire_message(raw, request);
   if (!parsed.ok()) return finish_locked(parsed);
-  runtime::Scheduler* engine = context_.engine();
+  engine::Engine* engine = context_.engine();
   if (engine == nullptr) {
     return finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                       "the model is still loading; retry when HealthCheck passes"));

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/placement/activation_stats.h"
 #include "engine/placement/model_identity.h"
 #include "engine/placement/planner.h"

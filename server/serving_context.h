@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/scheduler.h"
+#include "engine/facade/engine.h"
 #include "server/api_key_auth.h"
 #include "server/generate_request_mapping.h"
 
@@ -49,13 +49,15 @@ enum class ServingState {
 // thread, before set_state(kServing); the services read them only after state() returned
 // kServing or kDraining (acquire/release on the state makes them visible).
 struct ServingContext {
-  runtime::Scheduler* scheduler = nullptr;
+  engine::Engine* served = nullptr;
   const tokenizer::Tokenizer* tokenizer = nullptr;  // may stay null (no text input then)
   ServedModelInfo model;
   GenerateMappingLimits mapping_limits;
   ServerMetrics* metrics = nullptr;                        // may be null (tests)
   MoeActivity* moe_activity = nullptr;                     // may be null (tests)
   const placement::StartupPlacement* placement = nullptr;  // may be null (tests)
+  std::string
+      gpu_device;       // the GPU holding expert copies, e.g. "device 0 (NVIDIA H200)"; "" = none
   CallAuthPolicy auth;  // server.api_keys and server.trusted_peers
   std::chrono::steady_clock::time_point started_at = std::chrono::steady_clock::now();
   // How long a streaming write may stay unacknowledged before the request is cancelled as a
@@ -72,8 +74,8 @@ struct ServingContext {
   ServingState current_state() const { return state.load(std::memory_order_acquire); }
   void set_state(ServingState s) { state.store(s, std::memory_order_release); }
   // The engine when serving or draining, else null.
-  runtime::Scheduler* engine() const {
-    return current_state() == ServingState::kLoading ? nullptr : scheduler;
+  engine::Engine* engine() const {
+    return current_state() == ServingState::kLoading ? nullptr : served;
   }
 };
 

@@ -3,13 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/gpu/gpu_backend.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_dispatch.h"
 #include "tandem/build_info.h"
-
-#if defined(TANDEM_WITH_CUDA)
-#include "kernels/cuda/device_info.h"
-#endif
 
 namespace tandem::server {
 
@@ -31,18 +28,17 @@ std::vector<std::string> build_banner_lines() {
 
 void log_startup_banner() {
   for (const std::string& line : build_banner_lines()) spdlog::info("{}", line);
-#if defined(TANDEM_WITH_CUDA)
-  const Result<std::vector<kernels::cuda::DeviceInfo>> devices = kernels::cuda::list_devices();
+  if (!gpu::backend_built()) return;
+  const Result<std::vector<gpu::DeviceInfo>> devices = gpu::list_devices();
   if (!devices.ok()) {
     spdlog::warn("cuda: cannot list devices: {}", devices.status().to_string());
     return;
   }
   if (devices->empty()) spdlog::warn("cuda: no devices visible; experts run on the CPU");
-  for (const kernels::cuda::DeviceInfo& d : *devices) {
+  for (const gpu::DeviceInfo& d : *devices) {
     spdlog::info("cuda: device {}: {}, {} MiB, compute capability {}.{}", d.index, d.name,
                  d.total_memory_bytes >> 20, d.compute_major, d.compute_minor);
   }
-#endif
 }
 
 }  // namespace tandem::server

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 
 namespace tandem::server {
 

@@ -3,7 +3,7 @@
 
 #include <grpcpp/support/status.h>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 
 namespace tandem::server {
 

@@ -176,7 +176,7 @@ grpc::Status TandemService::get_placement(v1::GetPlacementResponse* response) co
   }
   if (startup().stats_loaded) response->set_statistics_path(options_.statistics_path);
   response->set_statistics_tokens(startup().stats.has_value() ? startup().stats->tokens() : 0);
-  response->set_gpu_device(options_.gpu_device);
+  response->set_gpu_device(context_.gpu_device);
   return grpc::Status::OK;
 }
 

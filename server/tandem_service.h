@@ -6,7 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "engine/placement/placement_startup.h"
 #include "server/moe_activity.h"
 #include "server/serving_context.h"
@@ -19,8 +19,6 @@ struct TandemServiceOptions {
   // The statistics input the placement was planned from (placement.stats_path), reported as
   // GetPlacementResponse.statistics_path when StartupPlacement::stats_loaded; else ignored.
   std::string statistics_path;
-  // The GPU holding the expert copies, e.g. "cuda:0"; empty when there is no GPU.
-  std::string gpu_device;
 };
 
 // Every method is registered raw (wire_message.h). Every RPC first checks the API key

@@ -7,9 +7,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/log.h"
 #include "config/config_loader.h"
 #include "config/config_report.h"
-#include "engine/base/log.h"
 #include "server/daemon_options.h"
 #include "server/daemon_run.h"
 #include "server/exit_codes.h"

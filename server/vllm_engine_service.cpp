@@ -127,7 +127,7 @@ grpc::ServerUnaryReactor* VllmEngineService::FlushCache(grpc::CallbackServerCont
 }
 
 grpc::Status VllmEngineService::flush_cache(smg::grpc::common::FlushCacheResponse* response) const {
-  runtime::Scheduler* engine = context_.engine();
+  engine::Engine* engine = context_.engine();
   if (engine == nullptr) return loading_status();
   // The drop itself never waits for requests to end: blocks running requests hold stay cached
   // (success is false then, and the message says how many). timeout_s is not needed for that.
@@ -168,7 +168,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* VllmEngineService::SubscribeKvEvents
 }
 
 grpc::Status VllmEngineService::health_check(wire::HealthCheckResponse* response) const {
-  const runtime::Scheduler* engine = context_.engine();
+  const engine::Engine* engine = context_.engine();
   if (engine == nullptr) return loading_status();
   if (context_.current_state() == ServingState::kDraining) {
     response->set_healthy(false);
@@ -195,7 +195,7 @@ grpc::Status VllmEngineService::health_check(wire::HealthCheckResponse* response
 }
 
 grpc::Status VllmEngineService::abort_requests(const wire::AbortRequest& request) const {
-  runtime::Scheduler* engine = context_.engine();
+  engine::Engine* engine = context_.engine();
   if (engine == nullptr) return loading_status();
   if (request.request_ids_size() > kMaxAbortIds) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -230,7 +230,7 @@ grpc::Status VllmEngineService::model_info(wire::GetModelInfoResponse* response)
 }
 
 grpc::Status VllmEngineService::server_info(wire::GetServerInfoResponse* response) const {
-  const runtime::Scheduler* engine = context_.engine();
+  const engine::Engine* engine = context_.engine();
   if (engine == nullptr) return loading_status();
   response->set_active_requests(static_cast<uint32_t>(engine->in_flight()));
   response->set_is_paused(context_.current_state() == ServingState::kDraining);
@@ -246,7 +246,7 @@ grpc::Status VllmEngineService::server_info(wire::GetServerInfoResponse* respons
 
 grpc::Status VllmEngineService::loads(const wire::GetLoadsRequest& request,
                                       wire::GetLoadsResponse* response) const {
-  const runtime::Scheduler* engine = context_.engine();
+  const engine::Engine* engine = context_.engine();
   if (engine == nullptr) return loading_status();
   if (request.has_dp_rank() && request.dp_rank() != 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -267,7 +267,7 @@ grpc::Status VllmEngineService::loads(const wire::GetLoadsRequest& request,
   l->set_token_usage(load.kv_total_blocks > 0 ? static_cast<double>(load.kv_used_blocks) /
                                                     static_cast<double>(load.kv_total_blocks)
                                               : 0.0);
-  l->set_max_running_requests(static_cast<int32_t>(context_.scheduler->limits().max_running));
+  l->set_max_running_requests(static_cast<int32_t>(context_.served->limits().max_running));
   l->set_cache_hit_rate(load.prefix_query_tokens > 0
                             ? static_cast<double>(load.prefix_hit_tokens) /
                                   static_cast<double>(load.prefix_query_tokens)

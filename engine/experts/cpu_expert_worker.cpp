@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/vector_ops.h"
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/base/result.h"
-#include "engine/base/thread_pool.h"
+#include "base/result.h"
+#include "base/thread_pool.h"
 #include "engine/experts/expert_worker.h"
 #include "engine/model/model.h"
 #include "kernels/cpu/matmul.h"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "engine/experts/cpu_expert_worker.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/cuda_weight_types.h"

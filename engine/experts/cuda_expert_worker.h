@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/experts/expert_worker.h"
 #include "engine/experts/moe_layer.h"
 #include "engine/model/model.h"

@@ -6,7 +6,7 @@
 #include <span>
 #include <string_view>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "engine/experts/routing.h"
 
 namespace tandem {

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/vector_ops.h"
 
 namespace tandem::experts {

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "engine/experts/expert_worker.h"
 #include "engine/experts/moe_layer_timings.h"
 #include "engine/experts/routing.h"

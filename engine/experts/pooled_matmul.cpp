@@ -1,7 +1,7 @@
 // pooled_matmul / swiglu_mlp: row-split matmuls over a ThreadPool.
 #include "engine/experts/pooled_matmul.h"
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/vector_ops.h"
 
 namespace tandem::experts {

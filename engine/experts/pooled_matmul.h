@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/base/thread_pool.h"
+#include "base/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 
 namespace tandem::experts {

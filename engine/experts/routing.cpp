@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/top_k.h"
 #include "kernels/cpu/vector_ops.h"
 

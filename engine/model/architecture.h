@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 
 namespace tandem::model {
 

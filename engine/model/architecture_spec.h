@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/gguf_file.h"
 #include "engine/model/model_spec.h"
 

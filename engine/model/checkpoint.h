@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/mapped_file.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/model_weights.h"

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/mapped_file.h"
 #include "engine/model/tensor_info.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/tensor_info.h"
 

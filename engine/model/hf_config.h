@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 
 namespace tandem::model {
 

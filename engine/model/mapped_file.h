@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 
 namespace tandem::model {
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "engine/model/architecture.h"
 
 namespace tandem::model {

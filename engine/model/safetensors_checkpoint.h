@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/safetensors_file.h"
 #include "engine/model/tensor_info.h"
 

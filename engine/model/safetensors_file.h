@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/mapped_file.h"
 #include "engine/model/tensor_info.h"
 

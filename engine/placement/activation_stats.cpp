@@ -4,7 +4,7 @@
 #include <limits>
 #include <string>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "engine/model/model_spec.h"
 
 namespace tandem::placement {

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/checkpoint.h"
 #include "engine/placement/expert_table.h"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 
 namespace tandem::placement {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "engine/base/byte_text.h"
+#include "base/byte_text.h"
 
 namespace tandem::placement {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/placement/expert_table.h"
 #include "engine/placement/planner.h"
 

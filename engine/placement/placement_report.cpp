@@ -67,7 +67,7 @@ std::string format_report_table(const PlacementReport& r) {
   std::string out;
   char line[256];
   std::snprintf(line, sizeof(line), "placement: policy %s%s, %llu of %llu experts on the GPU\n",
-                std::string(config::enum_name(r.requested)).c_str(),
+                std::string(placement_policy_name(r.requested)).c_str(),
                 r.fell_back_to_uniform ? " (no statistics: even fill)" : "",
                 static_cast<unsigned long long>(r.n_gpu_experts),
                 static_cast<unsigned long long>(r.n_total_experts));
@@ -118,8 +118,8 @@ nlohmann::json report_json(const PlacementReport& r) {
                                        : json(nullptr)}};
     layers.push_back(std::move(lj));
   }
-  return json{{"policy", config::enum_name(r.requested)},
-              {"policy_used", config::enum_name(r.used)},
+  return json{{"policy", placement_policy_name(r.requested)},
+              {"policy_used", placement_policy_name(r.used)},
               {"fell_back_to_uniform", r.fell_back_to_uniform},
               {"warnings", r.warnings},
               {"n_gpu_experts", r.n_gpu_experts},

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/placement/expert_table.h"
+#include "engine/placement/placement_policy.h"
 #include "engine/placement/planner.h"
 
 namespace tandem::placement {
@@ -23,8 +24,8 @@ struct LayerPlacement {
 
 // A plain value built once after planning; any thread may read it.
 struct PlacementReport {
-  config::PlacementPolicy requested = config::PlacementPolicy::kFrequency;
-  config::PlacementPolicy used = config::PlacementPolicy::kFrequency;
+  PlacementPolicy requested = PlacementPolicy::kFrequency;
+  PlacementPolicy used = PlacementPolicy::kFrequency;
   bool fell_back_to_uniform = false;
   std::vector<std::string> warnings;
   uint64_t n_experts = 0;  // per layer

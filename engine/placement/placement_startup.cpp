@@ -12,7 +12,7 @@
 
 namespace tandem::placement {
 
-Result<StartupPlacement> plan_startup_placement(const config::PlacementConfig& config,
+Result<StartupPlacement> plan_startup_placement(const StartupPlacementOptions& options,
                                                 const model::Checkpoint& checkpoint,
                                                 const GpuBudget& gpu) {
   TANDEM_ASSIGN_OR_RETURN(ModelIdentity identity, model_identity(checkpoint));
@@ -20,20 +20,21 @@ Result<StartupPlacement> plan_startup_placement(const config::PlacementConfig& c
 
   StartupPlacement result;
   std::optional<ExpertTable> table;
-  if (!config.stats_path.empty()) {
+  if (!options.stats_path.empty()) {
     std::error_code ec;
-    const bool exists = std::filesystem::exists(config.stats_path, ec);
+    const bool exists = std::filesystem::exists(options.stats_path, ec);
     if (!exists && !ec) {
       const std::string warning =
-          "statistics file " + config.stats_path +
+          "statistics file " + options.stats_path +
           " not found; planning without statistics (run `tandem profile` to make one)";
       spdlog::warn("{}", warning);
       result.warnings.push_back(warning);
     } else {
-      TANDEM_ASSIGN_OR_RETURN(StatsInput input, read_stats_input(config.stats_path));
+      TANDEM_ASSIGN_OR_RETURN(StatsInput input, read_stats_input(options.stats_path));
       Result<ExpertTable> fitted = conform_to_model(input, identity);
       if (!fitted.ok()) {
-        return Status(fitted.status().code(), config.stats_path + ": " + fitted.status().message());
+        return Status(fitted.status().code(),
+                      options.stats_path + ": " + fitted.status().message());
       }
       table = std::move(fitted).value();
       result.stats = std::move(input.stats);
@@ -42,9 +43,9 @@ Result<StartupPlacement> plan_startup_placement(const config::PlacementConfig& c
   }
 
   PlanRequest request;
-  request.policy = config.policy;
-  request.num_gpu_experts = config.num_gpu_experts;
-  if (config.policy == config::PlacementPolicy::kBudget) {
+  request.policy = options.policy;
+  request.num_gpu_experts = options.num_gpu_experts;
+  if (options.policy == PlacementPolicy::kBudget) {
     if (gpu.usable == 0) {
       return invalid_argument_error(
           "placement.policy budget needs GPU memory to fill: a CUDA device (its free memory is "

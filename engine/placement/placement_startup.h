@@ -6,8 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/checkpoint.h"
 #include "engine/placement/activation_stats.h"
 #include "engine/placement/expert_sizes.h"
@@ -24,6 +23,13 @@ struct GpuBudget {
   uint64_t reserved = 0;
 };
 
+// How to place experts at start (tandemd's placement.* settings, less the output file).
+struct StartupPlacementOptions {
+  PlacementPolicy policy = PlacementPolicy::kFrequency;
+  int64_t num_gpu_experts = 0;  // frequency / uniform
+  std::string stats_path;       // "" = no statistics
+};
+
 // What the daemon needs to place experts when it starts. A plain value; any thread may read it.
 struct StartupPlacement {
   Placement placement;
@@ -36,7 +42,7 @@ struct StartupPlacement {
 };
 
 // Plans the placement for `checkpoint` (a runnable model: spec and weights bound) from the
-// configuration's placement section:
+// options:
 // - stats_path empty: no statistics (frequency becomes uniform, with the planner's warning).
 // - stats_path names a missing file: the same, plus a warning naming the file (first start,
 //   before any profiling).
@@ -48,7 +54,7 @@ struct StartupPlacement {
 //   (no device and no placement.gpu_memory_budget).
 // FAILED_PRECONDITION when the checkpoint is not runnable. Blocking file I/O; call from the
 // thread that starts the daemon. Warnings are also logged (spdlog::warn).
-Result<StartupPlacement> plan_startup_placement(const config::PlacementConfig& config,
+Result<StartupPlacement> plan_startup_placement(const StartupPlacementOptions& options,
                                                 const model::Checkpoint& checkpoint,
                                                 const GpuBudget& gpu = {});
 

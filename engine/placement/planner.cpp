@@ -13,8 +13,6 @@ namespace tandem::placement {
 
 namespace {
 
-using config::PlacementPolicy;
-
 // The planner's total order over flat indices: value descending, then index ascending (rows are
 // layers in ascending order and row-major, so index ascending = layer, then expert ascending).
 struct ByFrequency {

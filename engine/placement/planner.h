@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "config/config.h"
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/placement/expert_table.h"
+#include "engine/placement/placement_policy.h"
 
 namespace tandem::placement {
 
@@ -38,7 +38,7 @@ class DeviceMap {
 };
 
 struct PlanRequest {
-  config::PlacementPolicy policy = config::PlacementPolicy::kFrequency;
+  PlacementPolicy policy = PlacementPolicy::kFrequency;
   // frequency / uniform: experts on the GPU over all MoE layers, clamped to [0, layers x experts].
   int64_t num_gpu_experts = 0;
   // budget: GPU bytes in all, and what the GPU must hold anyway (dense weights, embeddings, KV
@@ -49,10 +49,10 @@ struct PlanRequest {
 
 struct Placement {
   DeviceMap map;
-  config::PlacementPolicy requested = config::PlacementPolicy::kFrequency;
+  PlacementPolicy requested = PlacementPolicy::kFrequency;
   // What decided the order: `frequency` without statistics becomes `uniform`; `budget` without
   // statistics fills layers evenly by expert index.
-  config::PlacementPolicy used = config::PlacementPolicy::kFrequency;
+  PlacementPolicy used = PlacementPolicy::kFrequency;
   bool fell_back_to_uniform = false;  // no statistics where the policy wanted them
   uint64_t k = 0;                     // the clamped count (frequency / uniform)
   uint64_t expert_budget_bytes = 0;   // budget: bytes left for experts after the reservation

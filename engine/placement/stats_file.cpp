@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/base/file_replace.h"
+#include "base/file_replace.h"
 
 namespace tandem::placement {
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/placement/activation_stats.h"
 #include "engine/placement/expert_table.h"
 

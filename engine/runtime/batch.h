@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "engine/experts/routing.h"
 #include "engine/runtime/kv_cache.h"
 

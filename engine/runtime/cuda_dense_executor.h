@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/model.h"
 #include "engine/runtime/dense_device_plan.h"
 #include "engine/runtime/dense_executor.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/model.h"
 #include "engine/runtime/prepared_weights.h"
 #include "kernels/tensor_type.h"

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "engine/model/model_spec.h"
 #include "engine/runtime/kv_block_allocator.h"
 #include "engine/runtime/paged_kv_cache.h"

@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/base/result.h"
-#include "engine/base/status.h"
+#include "base/result.h"
+#include "base/status.h"
 #include "engine/runtime/kv_event_log.h"
 #include "engine/runtime/kv_prefix_index.h"
 

@@ -5,7 +5,7 @@
 #include <new>
 #include <string>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::runtime {
 namespace {

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "kernels/cpu/attention.h"
 
 namespace tandem::runtime {

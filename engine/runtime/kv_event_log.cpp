@@ -4,7 +4,7 @@
 #include <chrono>
 #include <utility>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::runtime {
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::runtime {
 namespace {

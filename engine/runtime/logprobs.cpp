@@ -6,7 +6,7 @@
 #include <limits>
 #include <utility>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::runtime {
 namespace {

@@ -8,9 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "config/config.h"
-#include "engine/base/result.h"
-#include "engine/base/thread_pool.h"
+#include "base/result.h"
+#include "base/thread_pool.h"
 #include "engine/experts/experts.h"
 #include "engine/model/model.h"
 #include "engine/runtime/batch.h"
@@ -39,14 +38,6 @@ struct RunnerOptions {
   // bit-identical, but the experts' bytes again in memory). false: the mapping only.
   bool interleave_experts = true;
 };
-
-// runtime.threads and model.context_length of the configuration.
-inline RunnerOptions runner_options(const config::Config& config) {
-  RunnerOptions options;
-  options.threads = config.runtime.threads;
-  options.context_length = static_cast<size_t>(std::max(0, config.model.context_length));
-  return options;
-}
 
 // The forward pass, per layer, over all tokens of the batch at once except attention:
 //   x = embed(tokens)

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::runtime {
 namespace {

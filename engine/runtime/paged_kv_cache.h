@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/base/result.h"
-#include "engine/base/status.h"
+#include "base/result.h"
+#include "base/status.h"
 #include "engine/runtime/kv_block_allocator.h"
 #include "engine/runtime/kv_cache.h"
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/model.h"
 #include "kernels/cpu/weight_matrix.h"
 

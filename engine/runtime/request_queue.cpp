@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::runtime {
 namespace detail {

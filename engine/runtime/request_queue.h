@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/base/result.h"
-#include "engine/base/status.h"
+#include "base/result.h"
+#include "base/status.h"
 #include "engine/runtime/request.h"
 
 namespace tandem::runtime {

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/runtime/sampling_params.h"
 
 namespace tandem::runtime {

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "engine/runtime/batch.h"
 #include "engine/runtime/kv_cache.h"
 #include "engine/runtime/logprobs.h"

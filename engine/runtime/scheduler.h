@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/base/result.h"
-#include "engine/base/status.h"
+#include "base/result.h"
+#include "base/status.h"
 #include "engine/runtime/kv_block_allocator.h"
 #include "engine/runtime/kv_event_log.h"
 #include "engine/runtime/model_runner.h"

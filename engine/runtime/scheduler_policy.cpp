@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::runtime {
 namespace {

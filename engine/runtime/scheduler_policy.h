@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "engine/runtime/scheduler_types.h"
 
 namespace tandem::runtime {

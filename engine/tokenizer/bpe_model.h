@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/tokenizer/vocab.h"
 
 namespace tandem::tokenizer {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/vocab.h"
 

@@ -1,7 +1,7 @@
 // Tokenizer: loading from GGUF, encode (special-token split, pre-tokenize, BPE/SPM), decode.
 #include "engine/tokenizer/tokenizer.h"
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "engine/model/gguf_file.h"
 #include "engine/tokenizer/bpe_model.h"
 #include "engine/tokenizer/pre_tokenizer.h"

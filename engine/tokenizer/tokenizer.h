@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 
 namespace tandem::model {
 class GgufFile;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "engine/base/file_replace.h"
+#include "base/file_replace.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/tokenizer/vocab.h"

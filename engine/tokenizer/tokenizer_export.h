@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/gguf_file.h"
 
 namespace tandem::tokenizer {

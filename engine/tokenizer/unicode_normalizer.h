@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 
 namespace tandem::tokenizer {
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/model/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/unicode_normalizer.h"

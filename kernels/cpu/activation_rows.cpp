@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/float_convert.h"
 
 namespace tandem::kernels {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vector_ops.h"

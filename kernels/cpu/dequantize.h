@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "kernels/tensor_type.h"
 
 namespace tandem::kernels {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/matmul_dispatch.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/weight_type_table.h"

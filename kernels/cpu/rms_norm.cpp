@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::kernels {
 

@@ -6,7 +6,7 @@
 #include <numbers>
 #include <vector>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::kernels {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::kernels {
 namespace {

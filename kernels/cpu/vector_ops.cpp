@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 
 namespace tandem::kernels {
 

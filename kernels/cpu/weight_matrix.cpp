@@ -4,7 +4,7 @@
 #include <limits>
 #include <string>
 
-#include "engine/base/check.h"
+#include "base/check.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/weight_type_table.h"
 

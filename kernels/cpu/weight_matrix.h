@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/base/result.h"
-#include "engine/base/status.h"
+#include "base/result.h"
+#include "base/status.h"
 #include "kernels/tensor_type.h"
 
 namespace tandem::kernels {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 
 namespace tandem::kernels::cuda {
 

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "kernels/tensor_type.h"
 
 namespace tandem::kernels::cuda {

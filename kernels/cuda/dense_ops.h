@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 #include "kernels/tensor_type.h"
 
 namespace tandem::kernels::cuda {

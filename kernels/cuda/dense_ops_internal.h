@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 
 namespace tandem::kernels::cuda::dense_internal {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 
 namespace tandem::kernels::cuda {
 

@@ -1,5 +1,5 @@
 // Tests of TANDEM_CHECK: a failed check aborts and names file:line and the expression.
-#include "engine/base/check.h"
+#include "base/check.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // Tests of replace_file and create_fresh_directory: planted names are replaced, never followed
 // or reused, and failures carry the right code.
-#include "engine/base/file_replace.h"
+#include "base/file_replace.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

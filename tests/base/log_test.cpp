@@ -1,5 +1,5 @@
 // Tests of the logging set-up: level parsing and JSON lines that stay valid JSON.
-#include "engine/base/log.h"
+#include "base/log.h"
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>

@@ -1,5 +1,5 @@
 // Tests of Result<T>: value or error, and TANDEM_ASSIGN_OR_RETURN.
-#include "engine/base/result.h"
+#include "base/result.h"
 
 #include <catch2/catch.hpp>
 #include <memory>

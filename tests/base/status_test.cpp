@@ -1,5 +1,5 @@
 // Tests of Status: OK is cheap and empty, errors keep code and message, names match gRPC's.
-#include "engine/base/status.h"
+#include "base/status.h"
 
 #include <catch2/catch.hpp>
 

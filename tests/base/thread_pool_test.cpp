@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "engine/base/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace tandem {
 namespace {

@@ -22,7 +22,7 @@ ExpertTable deepseek_table() {
   return t;
 }
 
-void run(benchmark::State& state, config::PlacementPolicy policy) {
+void run(benchmark::State& state, PlacementPolicy policy) {
   const ExpertTable t = deepseek_table();
   ExpertSizes sizes;
   sizes.layers = t.layers;
@@ -39,13 +39,13 @@ void run(benchmark::State& state, config::PlacementPolicy policy) {
 }
 
 void BM_PlanFrequency(benchmark::State& s) {
-  run(s, config::PlacementPolicy::kFrequency);
+  run(s, PlacementPolicy::kFrequency);
 }
 void BM_PlanUniform(benchmark::State& s) {
-  run(s, config::PlacementPolicy::kUniform);
+  run(s, PlacementPolicy::kUniform);
 }
 void BM_PlanBudget(benchmark::State& s) {
-  run(s, config::PlacementPolicy::kBudget);
+  run(s, PlacementPolicy::kBudget);
 }
 
 // KTransformers' test_performance k values.

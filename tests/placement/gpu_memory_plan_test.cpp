@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/byte_text.h"
+#include "base/byte_text.h"
 #include "engine/placement/gpu_memory_plan.h"
 
 namespace tandem::placement {

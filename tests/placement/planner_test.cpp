@@ -14,7 +14,6 @@
 namespace tandem::placement {
 namespace {
 
-using config::PlacementPolicy;
 using Pairs = std::vector<std::pair<uint32_t, uint32_t>>;
 
 ExpertTable table(std::vector<std::vector<double>> rows) {

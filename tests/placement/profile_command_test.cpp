@@ -275,8 +275,8 @@ TEST_CASE("startup placement: statistics from profile, missing file, wrong model
   const ActivationStats stats = placement::load_stats(stats_path).value();
   const model::Checkpoint f32 = model::open_model(kTinyF32).value();
 
-  config::PlacementConfig pc;
-  pc.policy = config::PlacementPolicy::kFrequency;
+  placement::StartupPlacementOptions pc;
+  pc.policy = placement::PlacementPolicy::kFrequency;
   pc.num_gpu_experts = 3;
   pc.stats_path = stats_path;
   auto placed = placement::plan_startup_placement(pc, f32);
@@ -327,7 +327,7 @@ TEST_CASE("startup placement: statistics from profile, missing file, wrong model
   pc.stats_path = junk;
   CHECK_FALSE(placement::plan_startup_placement(pc, f32).ok());
   pc.stats_path = stats_path;
-  pc.policy = config::PlacementPolicy::kBudget;
+  pc.policy = placement::PlacementPolicy::kBudget;
   auto no_budget = placement::plan_startup_placement(pc, f32);
   REQUIRE_FALSE(no_budget.ok());
   CHECK_THAT(no_budget.status().message(), Catch::Contains("gpu_memory_budget"));

@@ -17,9 +17,10 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/base/check.h"
+#include "base/check.h"
+#include "engine/model/checkpoint.h"
+#include "engine/placement/placement_startup.h"
 #include "engine/placement/stats_file.h"
-#include "server/model_startup.h"
 #include "tests/server/raw_call.h"
 
 namespace tandem::server {
@@ -31,16 +32,25 @@ namespace v1 = tandem::v1;
 const std::string kStatsFile =
     std::string(TANDEM_SOURCE_DIR) + "/models/demo/activation-stats.json";
 
-// The demo model with its shipped statistics and 16 GPU experts, opened once.
-const StartedModel& demo_model() {
-  static const StartedModel model = [] {
-    config::Config c;
-    c.model.path = std::string(TANDEM_SOURCE_DIR) + "/models/demo/demo-moe-q8_0.gguf";
-    c.placement.stats_path = kStatsFile;
-    c.placement.num_gpu_experts = 16;
-    Result<StartedModel> started = start_model(c);
-    TANDEM_CHECK(started.ok());
-    return std::move(*started);
+// The demo model and its placement from the shipped statistics with 16 GPU experts, planned once
+// (the plan only: no device is needed to report it).
+struct DemoModel {
+  model::Checkpoint checkpoint;
+  placement::StartupPlacement placement;
+};
+
+const DemoModel& demo_model() {
+  static const DemoModel model = [] {
+    Result<model::Checkpoint> checkpoint =
+        model::open_model(std::string(TANDEM_SOURCE_DIR) + "/models/demo/demo-moe-q8_0.gguf");
+    TANDEM_CHECK(checkpoint.ok());
+    Result<placement::StartupPlacement> planned =
+        placement::plan_startup_placement({.policy = placement::PlacementPolicy::kFrequency,
+                                           .num_gpu_experts = 16,
+                                           .stats_path = kStatsFile},
+                                          *checkpoint);
+    TANDEM_CHECK(planned.ok());
+    return DemoModel{std::move(*checkpoint), std::move(*planned)};
   }();
   return model;
 }
@@ -136,7 +146,7 @@ void feed(MoeActivity& activity, const std::string& id) {
 }
 
 TEST_CASE("GetPlacement reports the demo model's startup placement", "[server][grpc]") {
-  TestServer server("", {}, TandemServiceOptions{kStatsFile, ""});
+  TestServer server("", {}, TandemServiceOptions{kStatsFile});
   grpc::ClientContext ctx;
   v1::GetPlacementResponse r;
   REQUIRE(server.stub().GetPlacement(&ctx, v1::GetPlacementRequest(), &r).ok());
@@ -194,7 +204,8 @@ TEST_CASE("GetPlacement reports the demo model's startup placement", "[server][g
   }
   CHECK(min_gpu >= max_cpu);
 
-  TestServer with_gpu("", {}, TandemServiceOptions{"", "cuda:0"});
+  TestServer with_gpu("");
+  with_gpu.context().gpu_device = "cuda:0";
   grpc::ClientContext ctx2;
   v1::GetPlacementResponse r2;
   REQUIRE(with_gpu.stub().GetPlacement(&ctx2, v1::GetPlacementRequest(), &r2).ok());

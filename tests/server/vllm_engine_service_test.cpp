@@ -15,9 +15,8 @@
 #include <grpcpp/create_channel.h>
 
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "server/engine_startup.h"
+#include "server/engine_config.h"
 #include "server/grpc_server.h"
-#include "server/model_startup.h"
 #include "tests/server/raw_call.h"
 
 namespace tandem::server {
@@ -52,8 +51,7 @@ struct Served {
   ServingContext context;
   std::unique_ptr<VllmEngineService> service;
   std::unique_ptr<GrpcServer> server;
-  std::optional<StartedModel> model;
-  std::optional<ServingEngine> engine;
+  std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<wire::VllmEngine::Stub> stub;
   std::shared_ptr<grpc::Channel> channel;
 
@@ -78,23 +76,20 @@ struct Served {
   }
 
   void start_serving(bool run_loop = true) {
-    Result<StartedModel> m = start_model(config);
-    REQUIRE(m.ok());
-    model.emplace(std::move(m).value());
-    Result<ServingEngine> e = start_engine(config, *model, nullptr);
+    Result<std::unique_ptr<engine::Engine>> e = engine::Engine::create(engine_options(config));
     REQUIRE(e.ok());
-    engine.emplace(std::move(e).value());
-    context.scheduler = engine->scheduler.get();
-    context.tokenizer = engine->tokenizer.get();
-    context.model = engine->info;
-    context.mapping_limits = engine->mapping_limits;
-    if (run_loop) REQUIRE(engine->scheduler->start().ok());
+    engine = std::move(e).value();
+    context.served = engine.get();
+    context.tokenizer = engine->tokenizer();
+    context.model = served_model_info(config, *engine);
+    context.mapping_limits.context_length = context.model.context_length;
+    if (run_loop) REQUIRE(engine->start().ok());
     context.set_state(ServingState::kServing);
     server->set_serving(true);
   }
 
   ~Served() {
-    if (engine.has_value()) engine->scheduler->stop(runtime::StopMode::kAbort);
+    if (engine != nullptr) engine->stop(runtime::StopMode::kAbort);
     server->shutdown(milliseconds(1000));
   }
 };
@@ -341,10 +336,10 @@ TEST_CASE("Abort and client cancellation end a running request", "[server][grpc]
     CHECK(reader->Finish().error_code() == grpc::StatusCode::CANCELLED);
     // The engine lets it go within a step; wait for it rather than for a fixed time.
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (s.engine->scheduler->in_flight() > 0 && std::chrono::steady_clock::now() < until) {
+    while (s.engine->in_flight() > 0 && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(milliseconds(5));
     }
-    CHECK(s.engine->scheduler->in_flight() == 0);
+    CHECK(s.engine->in_flight() == 0);
     const Collected again = run_generate(*s.stub, greedy_request("gone", ref.prompt, 4, false));
     CHECK(again.status.ok());
   }
@@ -369,18 +364,17 @@ TEST_CASE("more requests than the queue holds: the excess fails fast, the rest c
     });
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (s.engine->scheduler->in_flight() < admitted.size() &&
-         std::chrono::steady_clock::now() < until) {
+  while (s.engine->in_flight() < admitted.size() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(milliseconds(2));
   }
-  REQUIRE(s.engine->scheduler->in_flight() == admitted.size());
+  REQUIRE(s.engine->in_flight() == admitted.size());
   for (int i = 0; i < 6; ++i) {
     const Collected excess =
         run_generate(*s.stub, greedy_request("x" + std::to_string(i), ref.prompt, 40, false));
     CHECK(excess.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
     CHECK(excess.status.error_message().find("queue full") != std::string::npos);
   }
-  REQUIRE(s.engine->scheduler->start().ok());
+  REQUIRE(s.engine->start().ok());
   for (auto& t : threads) t.join();
   for (const Collected& r : admitted) {
     REQUIRE(r.status.ok());

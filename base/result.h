@@ -4,8 +4,8 @@
 #include <optional>
 #include <utility>
 
-#include "engine/base/check.h"
-#include "engine/base/status.h"
+#include "base/check.h"
+#include "base/status.h"
 
 namespace tandem {
 

@@ -1,5 +1,5 @@
 // Status: code names, construction and formatting.
-#include "engine/base/status.h"
+#include "base/status.h"
 
 #include <array>
 

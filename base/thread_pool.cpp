@@ -1,6 +1,6 @@
 // ThreadPool: fixed workers that spin briefly, then sleep; chunked parallel_for with the caller
 // taking part.
-#include "engine/base/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>

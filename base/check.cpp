@@ -1,5 +1,5 @@
 // The abort path of TANDEM_CHECK.
-#include "engine/base/check.h"
+#include "base/check.h"
 
 #include <cstdio>
 #include <cstdlib>

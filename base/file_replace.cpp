@@ -1,5 +1,5 @@
 // Sibling-and-rename file replacement and fresh directories (POSIX).
-#include "engine/base/file_replace.h"
+#include "base/file_replace.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

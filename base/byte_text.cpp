@@ -1,5 +1,5 @@
 // format_bytes: B, KiB, MiB, GiB, TiB, PiB with one decimal.
-#include "engine/base/byte_text.h"
+#include "base/byte_text.h"
 
 #include <cstdio>
 

@@ -1,12 +1,12 @@
 // run_probe / relative_error / check_probe: the start-up comparison of the GPU path with the CPU.
-#include "server/gpu_self_check.h"
+#include "engine/facade/gpu_self_check.h"
 
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <sstream>
 
-namespace tandem::server {
+namespace tandem::engine {
 
 Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPool* pool) {
   std::vector<int32_t> ids(kProbeTokens);
@@ -58,4 +58,4 @@ Status check_probe(std::span<const float> cpu, std::span<const float> gpu,
   return failed_precondition_error(msg.str());
 }
 
-}  // namespace tandem::server
+}  // namespace tandem::engine

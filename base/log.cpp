@@ -1,5 +1,5 @@
 // Logging set-up: the stderr sink, the level and the text or JSON line pattern.
-#include "engine/base/log.h"
+#include "base/log.h"
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>

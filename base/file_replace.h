@@ -7,8 +7,8 @@
 #include <string_view>
 #include <utility>
 
-#include "engine/base/result.h"
-#include "engine/base/status.h"
+#include "base/result.h"
+#include "base/status.h"
 
 namespace tandem {
 

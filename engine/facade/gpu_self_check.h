@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/result.h"
+#include "base/result.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/paged_kv_cache.h"
 
-namespace tandem::server {
+namespace tandem::engine {
 
 // The probe: kProbeTokens fixed token ids (spread over the vocabulary) as one prefill, logits of
 // every position.
@@ -38,4 +38,4 @@ inline constexpr double kProbeTolerance = 0.05;
 // error, the bound, `what` ran on the GPU, and the settings that take the GPU out of the path.
 Status check_probe(std::span<const float> cpu, std::span<const float> gpu, const std::string& what);
 
-}  // namespace tandem::server
+}  // namespace tandem::engine

@@ -1,7 +1,7 @@
 // The start-up GPU self-check: relative_error, check_probe's verdict and message, and run_probe
 // through a runner with a dense executor (the host test double standing in for the GPU: its
 // logits equal the CPU path's bit for bit, so the probe must measure exactly 0).
-#include "server/gpu_self_check.h"
+#include "engine/facade/gpu_self_check.h"
 
 #include <catch2/catch.hpp>
 
@@ -15,13 +15,13 @@
 #include "tests/runtime/host_dense_executor.h"
 #include "tests/runtime/paged_pool.h"
 
-namespace tandem::server {
+namespace tandem::engine {
 namespace {
 
 const std::string kDemo = std::string(TANDEM_SOURCE_DIR) + "/models/demo/demo-moe-q8_0.gguf";
 
 TEST_CASE("relative_error is the relative L2 distance, infinite for non-finite values",
-          "[server][gpu][self_check]") {
+          "[engine][gpu][self_check]") {
   const std::vector<float> want{3.0f, 4.0f};
   CHECK(relative_error(want, want) == 0.0);
   CHECK(relative_error(want, std::vector<float>{3.0f, 4.5f}) == Approx(0.1));
@@ -36,7 +36,7 @@ TEST_CASE("relative_error is the relative L2 distance, infinite for non-finite v
 }
 
 TEST_CASE("check_probe accepts rounding and refuses a wrong GPU path, saying what to turn off",
-          "[server][gpu][self_check]") {
+          "[engine][gpu][self_check]") {
   const std::vector<float> cpu{1.0f, -2.0f, 3.0f, 0.5f};
   std::vector<float> close = cpu;
   close[2] += 0.01f;  // 0.26 % relative
@@ -55,7 +55,7 @@ TEST_CASE("check_probe accepts rounding and refuses a wrong GPU path, saying wha
 }
 
 TEST_CASE("run_probe through a dense executor on a borrowed pool matches the CPU exactly",
-          "[server][gpu][self_check]") {
+          "[engine][gpu][self_check]") {
   Result<model::Checkpoint> checkpoint = model::open_model(kDemo);
   REQUIRE(checkpoint.ok());
   Result<std::unique_ptr<runtime::ModelRunner>> runner =
@@ -90,4 +90,4 @@ TEST_CASE("run_probe through a dense executor on a borrowed pool matches the CPU
 }
 
 }  // namespace
-}  // namespace tandem::server
+}  // namespace tandem::engine

@@ -3,7 +3,7 @@
 
 #include <string_view>
 
-#include "engine/base/status.h"
+#include "base/status.h"
 
 namespace tandem {
 

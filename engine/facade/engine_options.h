@@ -1,0 +1,86 @@
+// EngineOptions: everything Engine::create needs, as plain values. tandemd and the CLI convert
+// their configuration and flags to it; the engine reads no configuration, file names or
+// environment of its own beyond what is here. Error messages name tandemd's configuration keys
+// (model.context_length, runtime.dense_device, ...), the spelling every user of the engine sees.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/result.h"
+#include "engine/model/checkpoint.h"
+#include "engine/placement/placement_startup.h"
+#include "engine/runtime/routing_observer.h"
+#include "engine/runtime/scheduler_types.h"
+
+namespace tandem::engine {
+
+// Where the dense parts of the forward pass (attention, norms, routers, shared experts, the lm
+// head) and the KV cache run.
+enum class DenseDevice {
+  kAuto,  // on the GPU when the build has a GPU backend, the device exists and the GPU code runs
+          // the model's dense parts; else on the CPU
+  kCpu,
+  kGpu,  // on the GPU, or refuse to start
+};
+
+// Where Engine::create failed: the devices (listing them, the device choice), the model's inputs
+// (files, statistics, settings against the model), or building what runs it (tokenizer, runner,
+// KV cache, scheduler, GPU copies).
+enum class EngineStage { kDevices, kCheckpoint, kEngine };
+
+struct EngineOptions {
+  // The checkpoint: a GGUF file or a Hugging Face directory.
+  std::string model_path;
+  // Copy every file into the process's own memory after opening (the files may then change on
+  // disk); false: serve from the mapping.
+  bool read_into_memory = false;
+  // Tokens of context per sequence: 0 = the model's own; above the model's is INVALID_ARGUMENT.
+  int context_length = 0;
+
+  // Expert placement.
+  placement::StartupPlacementOptions placement;
+  // GPU bytes the engine may use in all (experts, dense parts, KV, scratch); 0 = the device's
+  // free memory less headroom. Without a device, the budget policy's plan is only reported.
+  uint64_t gpu_memory_budget = 0;
+
+  DenseDevice dense_device = DenseDevice::kAuto;
+  int gpu_device = 0;  // the GPU device ordinal
+
+  // Forward threads (0 = one per online core).
+  int threads = 0;
+  // Scheduler limits; limits.context_length is set from the model and context_length above.
+  runtime::SchedulerLimits limits;
+  uint64_t kv_cache_bytes = uint64_t{1} << 30;
+  bool prefix_caching = true;
+  // Requests in flight (running and waiting) the scheduler accepts.
+  size_t queue_capacity = 256 + 64;
+
+  // The tokenizer directory reported for the gateway (tokenizer.json and its configuration):
+  // export_tokenizer false: none. Otherwise tokenizer_dir holding a tokenizer.json is used as it
+  // is; a Hugging Face checkpoint directory is its own (tokenizer_dir must then be empty); a GGUF
+  // file's tokenizer is exported into tokenizer_dir, or without one into a new private directory
+  // under tokenizer_export_parent that the engine removes when it is destroyed.
+  bool export_tokenizer = true;
+  std::string tokenizer_dir;
+  std::string tokenizer_export_parent = "/tmp";
+
+  // Called once, after the placement is planned and before the runner is built: the routing
+  // observer that sees every forward pass (null: none). It is owned by the caller and must
+  // outlive the engine. An error stops create() (stage kCheckpoint).
+  std::function<Result<runtime::RoutingObserver*>(const model::Checkpoint&,
+                                                  const placement::StartupPlacement&)>
+      routing_observer;
+
+  // Check the model files after every forward pass and fail the scheduler when they changed
+  // under the mapping (model::check_checkpoint_files); off for benchmarks.
+  bool watch_files = true;
+
+  // Benchmark and test seam: runtime::SchedulerOptions::after_step (called on the scheduler
+  // thread after every forward pass). Empty: nothing.
+  std::function<void(int64_t)> after_step;
+};
+
+}  // namespace tandem::engine

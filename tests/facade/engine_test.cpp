@@ -1,0 +1,254 @@
+// Tests of Engine::create on the demo model: the placement from the shipped statistics (the
+// numbers `tandem plan` gives for the same file), the device choice, the GPU rules (a clear error
+// naming the count for GPU experts without a device), and on a machine with a CUDA device the
+// GPU engine's tokens against the CPU engine's.
+#include "engine/facade/engine.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "engine/gpu/gpu_backend.h"
+
+namespace tandem::engine {
+namespace {
+
+const std::string kDemo = std::string(TANDEM_SOURCE_DIR) + "/models/demo/demo-moe-q8_0.gguf";
+const std::string kDemoStats =
+    std::string(TANDEM_SOURCE_DIR) + "/models/demo/activation-stats.json";
+
+EngineOptions demo_options(DenseDevice dense = DenseDevice::kCpu) {
+  EngineOptions o;
+  o.model_path = kDemo;
+  o.dense_device = dense;
+  o.threads = 1;
+  o.export_tokenizer = false;
+  return o;
+}
+
+int visible_devices() {
+  const Result<std::vector<gpu::DeviceInfo>> devices = gpu::list_devices();
+  return devices.ok() ? static_cast<int>(devices->size()) : 0;
+}
+
+TEST_CASE("Engine::create plans the demo model from its statistics", "[engine]") {
+  EngineOptions o = demo_options();
+  o.placement.stats_path = kDemoStats;
+  o.placement.num_gpu_experts = 16;
+  EngineStage stage = EngineStage::kDevices;
+  const Result<std::unique_ptr<Engine>> engine = Engine::create(o, &stage);
+  if (visible_devices() == 0) {
+    // The plan is made, then refused: GPU experts need a device.
+    REQUIRE(engine.status().code() == StatusCode::kFailedPrecondition);
+    CHECK(stage == EngineStage::kCheckpoint);
+    CHECK_THAT(engine.status().message(), Catch::Contains("16 experts on the GPU") &&
+                                              Catch::Contains("no CUDA device") &&
+                                              Catch::Contains("num_gpu_experts: 0"));
+    o.placement.num_gpu_experts = 0;
+  }
+  // The same statistics with no GPU experts (or with them, where a device is).
+  const Result<std::unique_ptr<Engine>> served = Engine::create(o);
+  REQUIRE(served.ok());
+  CHECK((*served)->spec().n_experts == 16);
+  const placement::PlacementReport& report = (*served)->placement().report;
+  CHECK(report.n_total_experts == 64);
+  CHECK_FALSE(report.fell_back_to_uniform);
+  REQUIRE(report.coverage.has_value());
+  if (report.n_gpu_experts == 16) {
+    // 16 of 64 experts chosen by frequency must cover far more than the 25% of a random pick;
+    // `tandem plan --stats models/demo/activation-stats.json --num-gpu-experts 16`: 66.01%.
+    CHECK(*report.coverage == Approx(0.6601).margin(5e-5));
+  }
+  CHECK((*served)->facts().context_length == 512);
+  CHECK((*served)->facts().model_type == "qwen3_moe");
+  CHECK((*served)->tokenizer() != nullptr);
+  CHECK((*served)->facts().tokenizer_path.empty());  // export_tokenizer false
+}
+
+TEST_CASE("Engine::create without statistics places uniformly, with a warning", "[engine]") {
+  EngineOptions o = demo_options();
+  o.placement.num_gpu_experts = 0;
+  const Result<std::unique_ptr<Engine>> engine = Engine::create(o);
+  REQUIRE(engine.ok());
+  CHECK((*engine)->placement().report.fell_back_to_uniform);
+  CHECK_FALSE((*engine)->placement().warnings.empty());
+}
+
+TEST_CASE("Engine::create refuses a missing model and statistics of another model", "[engine]") {
+  EngineStage stage = EngineStage::kEngine;
+  const Result<std::unique_ptr<Engine>> none = Engine::create(EngineOptions(), &stage);
+  REQUIRE(none.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(stage == EngineStage::kCheckpoint);
+  CHECK_THAT(none.status().message(), Catch::Contains("model.path"));
+
+  EngineOptions other = demo_options();
+  other.model_path = std::string(TANDEM_SOURCE_DIR) + "/models/demo/demo-moe-f32.gguf";
+  other.placement.stats_path = kDemoStats;
+  const Result<std::unique_ptr<Engine>> mismatch = Engine::create(other, &stage);
+  REQUIRE_FALSE(mismatch.ok());
+  CHECK(stage == EngineStage::kCheckpoint);
+  CHECK_THAT(mismatch.status().message(), Catch::Contains("activation-stats.json"));
+  CHECK_THAT(mismatch.status().message(), Catch::Contains("fingerprint"));
+}
+
+TEST_CASE("a context length above the model's is refused naming both numbers", "[engine]") {
+  EngineOptions o = demo_options();
+  o.context_length = 100000;
+  const Result<std::unique_ptr<Engine>> too_long = Engine::create(o);
+  REQUIRE(too_long.status().code() == StatusCode::kInvalidArgument);
+  CHECK(too_long.status().message() ==
+        "model.context_length 100000 is larger than the 512 tokens of context that " + kDemo +
+            " declares; set it to at most 512, or 0 for the model's own");
+  // The model's own length, less, or 0 (the model's) are fine.
+  for (const int n : {512, 100, 0}) {
+    o.context_length = n;
+    const Result<std::unique_ptr<Engine>> fine = Engine::create(o);
+    REQUIRE(fine.ok());
+    CHECK((*fine)->facts().context_length == (n == 0 ? 512 : n));
+  }
+}
+
+TEST_CASE("the device choice: dense parts go to the GPU only where there is one", "[engine][gpu]") {
+  const Result<GpuProbe> automatic = probe_gpu(demo_options(DenseDevice::kAuto));
+  REQUIRE(automatic.ok());
+  CHECK(automatic->backend_built == gpu::backend_built());
+  CHECK(automatic->dense_on_gpu == automatic->has_device());
+  CHECK(automatic->label.empty() == !automatic->has_device());
+
+  const Result<GpuProbe> cpu = probe_gpu(demo_options(DenseDevice::kCpu));
+  REQUIRE(cpu.ok());
+  CHECK_FALSE(cpu->dense_on_gpu);
+
+  EngineStage stage = EngineStage::kEngine;
+  const Result<std::unique_ptr<Engine>> gpu =
+      Engine::create(demo_options(DenseDevice::kGpu), &stage);
+  if (automatic->has_device()) {
+    REQUIRE(gpu.ok());
+    CHECK((*gpu)->gpu().dense_on_gpu);
+  } else {
+    REQUIRE(gpu.status().code() == StatusCode::kFailedPrecondition);
+    CHECK(stage == EngineStage::kDevices);
+    CHECK_THAT(gpu.status().message(), Catch::Contains("runtime.dense_device is gpu"));
+    CHECK_THAT(gpu.status().message(), Catch::Contains("runtime.dense_device: cpu"));
+  }
+}
+
+TEST_CASE("a GPU device ordinal that does not exist is refused where devices exist",
+          "[engine][gpu]") {
+  EngineOptions o = demo_options(DenseDevice::kAuto);
+  o.gpu_device = 1000;
+  const Result<GpuProbe> probe = probe_gpu(o);
+  if (visible_devices() == 0) {
+    // Nothing to use anyway: everything runs on the CPU.
+    REQUIRE(probe.ok());
+    CHECK_FALSE(probe->has_device());
+    CHECK_FALSE(probe->dense_on_gpu);
+  } else {
+    REQUIRE(probe.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(probe.status().message(), Catch::Contains("runtime.cuda_device 1000"));
+  }
+}
+
+TEST_CASE("the budget policy fills the GPU memory budget without a device", "[engine][gpu]") {
+  if (visible_devices() > 0) {
+    WARN("a CUDA device is present: no-device budget case skipped");
+    return;
+  }
+  EngineOptions o = demo_options();
+  o.placement.policy = placement::PlacementPolicy::kBudget;
+  const Result<std::unique_ptr<Engine>> none = Engine::create(o);
+  REQUIRE(none.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(none.status().message(), Catch::Contains("gpu_memory_budget"));
+
+  // 64 GiB: more than the demo model's reservation plus every expert; planned, then refused
+  // without a device.
+  o.gpu_memory_budget = uint64_t{64} << 30;
+  const Result<std::unique_ptr<Engine>> all = Engine::create(o);
+  REQUIRE(all.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(all.status().message(), Catch::Contains("64 experts on the GPU"));
+}
+
+TEST_CASE("an all-CPU engine touches no device and serves", "[engine][gpu]") {
+  const Result<std::unique_ptr<Engine>> engine = Engine::create(demo_options(DenseDevice::kCpu));
+  REQUIRE(engine.ok());
+  CHECK((*engine)->gpu().experts == nullptr);
+  CHECK_FALSE((*engine)->gpu().dense_on_gpu);
+  CHECK((*engine)->gpu().allocated.total() == 0);
+  Result<std::unique_ptr<runtime::KvCache>> cache = (*engine)->sequence_cache(16);
+  REQUIRE(cache.ok());
+  const std::vector<int32_t> ids = {11, 200, 31, 7};
+  runtime::ForwardOutput out;
+  const runtime::SequenceInput seq{cache->get(), ids, 0, runtime::LogitsWanted::kLast};
+  REQUIRE((*engine)->runner().forward({&seq, 1}, out).ok());
+  CHECK((*cache)->length() == ids.size());
+}
+
+// Greedy ids of three concurrent requests (one batch) through a started engine.
+std::vector<std::vector<int32_t>> greedy_batch(Engine& engine, size_t n_tokens) {
+  const std::vector<std::vector<int32_t>> prompts = {
+      {11, 200, 31, 7}, {5, 6, 7, 8, 9, 10, 11, 12, 13}, {300, 301}};
+  std::vector<runtime::RequestHandle> handles;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    runtime::Request request;
+    request.id = "gpu-" + std::to_string(i);
+    request.prompt_token_ids = prompts[i];
+    request.sampling.temperature = 0.0f;
+    request.sampling.max_tokens = static_cast<int>(n_tokens);
+    request.sampling.ignore_eos = true;
+    Result<runtime::RequestHandle> h = engine.submit(std::move(request));
+    REQUIRE(h.ok());
+    handles.push_back(std::move(h).value());
+  }
+  REQUIRE(engine.start().ok());
+  std::vector<std::vector<int32_t>> out;
+  for (runtime::RequestHandle& h : handles) {
+    std::vector<int32_t> ids;
+    while (!h.done()) {
+      auto ev = h.next(std::chrono::milliseconds(120000));
+      REQUIRE(ev.has_value());
+      ids.insert(ids.end(), ev->token_ids.begin(), ev->token_ids.end());
+      if (ev->is_final) {
+        CHECK(ev->error.ok());
+        CHECK(ev->finish_reason == runtime::FinishReason::kLength);
+      }
+    }
+    out.push_back(ids);
+  }
+  engine.stop(runtime::StopMode::kAbort);
+  return out;
+}
+
+TEST_CASE("[cuda] GPU experts and dense parts on the GPU generate the CPU engine's tokens",
+          "[engine][gpu][cuda]") {
+  if (visible_devices() == 0) {
+    WARN("no CUDA device: [cuda] case skipped");
+    return;
+  }
+  EngineOptions o = demo_options(DenseDevice::kAuto);
+  o.placement.num_gpu_experts = 32;  // half of the demo model's 64
+  Result<std::unique_ptr<Engine>> gpu = Engine::create(o);
+  REQUIRE(gpu.ok());
+  REQUIRE((*gpu)->gpu().experts != nullptr);
+  CHECK((*gpu)->gpu().dense_on_gpu);
+  CHECK((*gpu)->gpu().allocated.n_experts == 32);
+  CHECK((*gpu)->gpu().allocated.experts > 0);
+  CHECK((*gpu)->gpu().allocated.dense > 0);
+  CHECK((*gpu)->gpu().allocated.kv > 0);
+  const auto on_gpu = greedy_batch(**gpu, 12);
+
+  Result<std::unique_ptr<Engine>> cpu = Engine::create(demo_options(DenseDevice::kCpu));
+  REQUIRE(cpu.ok());
+  const auto on_cpu = greedy_batch(**cpu, 12);
+  // The GPU computes in float where the CPU meets Q8_0 weights with Q8_0 activations, so logits
+  // differ by rounding; the trained demo model's greedy margins are far larger than that.
+  REQUIRE(on_gpu.size() == on_cpu.size());
+  for (size_t i = 0; i < on_gpu.size(); ++i) {
+    INFO("request " << i);
+    CHECK(on_gpu[i] == on_cpu[i]);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::engine
