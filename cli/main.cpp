@@ -1,10 +1,12 @@
 // tandem: the command-line tool's entry point; dispatches to a subcommand.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 
 #include "base/log.h"
 #include "cli/command.h"
+#include "kernels/cpu/matmul_dispatch.h"
 
 namespace {
 
@@ -26,6 +28,10 @@ int main(int argc, char** argv) {
   // The engine's start-up lines (model summary, placement table) stay out of the commands'
   // output; its warnings and errors go to stderr.
   (void)tandem::configure_logging("warn", tandem::LogFormat::kText);
+  // The kernels read no environment; the tool takes tandemd's short form of runtime.cpu_kernels.
+  if (const char* kernels = std::getenv("TANDEM_CPU_KERNELS"); kernels != nullptr) {
+    tandem::kernels::select_matmul_kernels(kernels, "TANDEM_CPU_KERNELS");
+  }
   const char* name = argv[1];
   if (std::strcmp(name, "help") == 0 || std::strcmp(name, "--help") == 0 ||
       std::strcmp(name, "-h") == 0) {

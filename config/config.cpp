@@ -10,6 +10,7 @@ constexpr std::string_view kLogLevelNames[] = {"trace", "debug",    "info", "war
 constexpr std::string_view kLogFormatNames[] = {"text", "json"};
 constexpr std::string_view kDenseDeviceNames[] = {"auto", "cpu", "gpu"};
 constexpr std::string_view kLoadModeNames[] = {"mmap", "read"};
+constexpr std::string_view kCpuKernelsNames[] = {"auto", "scalar", "avx2", "avx512"};
 }  // namespace
 
 std::span<const std::string_view> enum_names(ModelFormat) {
@@ -31,6 +32,10 @@ std::span<const std::string_view> enum_names(DenseDevice) {
 
 std::span<const std::string_view> enum_names(LoadMode) {
   return kLoadModeNames;
+}
+
+std::span<const std::string_view> enum_names(CpuKernels) {
+  return kCpuKernelsNames;
 }
 
 }  // namespace tandem::config

@@ -32,6 +32,9 @@ using placement::PlacementPolicy;
 // shared experts, lm head) and the KV cache live.
 enum class DenseDevice { kAuto, kCpu, kGpu };
 
+// runtime.cpu_kernels: the CPU matmul kernel variant (kernels/cpu/matmul_dispatch.h).
+enum class CpuKernels { kAuto, kScalar, kAvx2, kAvx512 };
+
 // logging.level, in increasing severity; the names are spdlog's.
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
 
@@ -78,6 +81,7 @@ struct RuntimeConfig {
   bool prefix_caching = true;
   DenseDevice dense_device = DenseDevice::kAuto;
   int cuda_device = 0;  // CUDA device ordinal (after CUDA_VISIBLE_DEVICES).
+  CpuKernels cpu_kernels = CpuKernels::kAuto;
 };
 
 struct LoggingConfig {
@@ -102,6 +106,7 @@ std::span<const std::string_view> enum_names(LogLevel);
 std::span<const std::string_view> enum_names(LogFormat);
 std::span<const std::string_view> enum_names(DenseDevice);
 std::span<const std::string_view> enum_names(LoadMode);
+std::span<const std::string_view> enum_names(CpuKernels);
 
 // The spelling of one value ("gguf", "budget", "info", "json").
 template <typename E>

@@ -198,6 +198,13 @@ const FieldDescriptor kFields[] = {
             "the GPU experts and the dense parts.",
      .min_value = 0, .max_value = 1023,
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::cuda_device>},
+    {.section = "runtime", .name = "cpu_kernels",
+     .doc = "The CPU matmul kernels: auto = the best this CPU runs (chosen from CPUID), else "
+            "scalar, avx2 or avx512 (the best AVX-512 variant); one the CPU cannot run falls back "
+            "to the best below it, with a warning. For comparisons and bug reports. Also read "
+            "from TANDEM_CPU_KERNELS.",
+     .env_alias = "TANDEM_CPU_KERNELS",
+     .ref = &member_ref<&Config::runtime, &RuntimeConfig::cpu_kernels>},
 
     {.section = "logging", .name = "level",
      .doc = "Least severe level written. info logs one line per request; nothing per token is "

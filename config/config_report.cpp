@@ -36,6 +36,8 @@ Rules:
   which names no key is an error. Other `TANDEM_*` variables are ignored.
 - `TANDEM_NUM_GPU_EXPERTS` is a short form of `TANDEM_PLACEMENT_NUM_GPU_EXPERTS` (the
   KTransformers habit). When both are set, `TANDEM_PLACEMENT_NUM_GPU_EXPERTS` wins.
+- `TANDEM_CPU_KERNELS` is a short form of `TANDEM_RUNTIME_CPU_KERNELS` (the `tandem` tool reads
+  it too). When both are set, `TANDEM_RUNTIME_CPU_KERNELS` wins.
 - Lists (`server.api_keys`) are YAML lists in the file and comma-separated text in the
   environment and on the command line.
 - Byte sizes accept a plain number of bytes or a number with a unit: `B`, `KB`/`MB`/`GB`/`TB`
@@ -125,13 +127,13 @@ std::vector<std::string> config_summary_lines(const Config& config) {
                   ", stats " +
                   (p.stats_path.empty() ? std::string("(none)") : quote_string(p.stats_path)));
   const RuntimeConfig& r = config.runtime;
-  lines.push_back("runtime: threads " +
-                  (r.threads == 0 ? std::string("(all cores)") : std::to_string(r.threads)) +
-                  ", batch " + std::to_string(r.max_batch_tokens) + " tokens, prefill chunk " +
-                  std::to_string(r.prefill_chunk_tokens) + ", KV cache " +
-                  format_byte_size(r.kv_cache_bytes) + ", dense parts " +
-                  std::string(enum_name(r.dense_device)) + ", CUDA device " +
-                  std::to_string(r.cuda_device));
+  lines.push_back(
+      "runtime: threads " +
+      (r.threads == 0 ? std::string("(all cores)") : std::to_string(r.threads)) + ", batch " +
+      std::to_string(r.max_batch_tokens) + " tokens, prefill chunk " +
+      std::to_string(r.prefill_chunk_tokens) + ", KV cache " + format_byte_size(r.kv_cache_bytes) +
+      ", dense parts " + std::string(enum_name(r.dense_device)) + ", CUDA device " +
+      std::to_string(r.cuda_device) + ", CPU kernels " + std::string(enum_name(r.cpu_kernels)));
   lines.push_back("logging: " + std::string(enum_name(config.logging.level)) + ", " +
                   std::string(enum_name(config.logging.format)));
   return lines;

@@ -22,7 +22,7 @@ std::vector<std::string> build_banner_lines() {
   const std::string cpu = kernels::cpu_features_string(kernels::cpu_features());
   lines.push_back("cpu: " + (cpu.empty() ? std::string("(no SIMD extensions)") : cpu) +
                   "; matmul kernels " + std::string(kernels::active_matmul_variant_name()) +
-                  " (TANDEM_CPU_KERNELS)");
+                  " (runtime.cpu_kernels)");
   return lines;
 }
 

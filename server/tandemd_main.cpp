@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "config/config_loader.h"
 #include "config/config_report.h"
+#include "kernels/cpu/matmul_dispatch.h"
 #include "server/daemon_options.h"
 #include "server/daemon_run.h"
 #include "server/exit_codes.h"
@@ -82,6 +83,9 @@ int main(int argc, char** argv) {
     return kExitBadConfig;
   }
   server::route_grpc_core_logs();
+  // Process-wide, before the banner names it and before any matmul runs.
+  kernels::select_matmul_kernels(config::enum_name(loaded->config.runtime.cpu_kernels),
+                                 "runtime.cpu_kernels");
   server::log_startup_banner();
   for (const std::string& line : config::config_summary_lines(loaded->config)) {
     spdlog::info("config: {}", line);

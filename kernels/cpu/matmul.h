@@ -43,7 +43,7 @@ bool interleaved_layout_preferred(TensorType type);
 // fanning out and pass views of the same QuantizedActivations to every worker.
 //
 // Instruction sets: the work runs on the kernel variant chosen once at run time from CPUID
-// (scalar, AVX2, AVX-512, AVX-512 VNNI; see matmul_dispatch.h for the TANDEM_CPU_KERNELS override
+// (scalar, AVX2, AVX-512, AVX-512 VNNI; see matmul_dispatch.h for choosing one
 // and the banner name). Whatever the variant, each output element depends only on its own x row
 // and W row, never on the row range, the token count or the thread split, so pooled calls are
 // bit-identical to single-threaded ones.

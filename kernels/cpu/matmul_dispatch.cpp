@@ -74,18 +74,7 @@ struct Active {
   std::atomic<MatmulVariant> variant;
   std::atomic<const detail::MatmulKernels*> table;
   Active() {
-    const char* setting = std::getenv("TANDEM_CPU_KERNELS");
-    const MatmulVariant v = matmul_variant_for_setting(setting);
-    if (setting != nullptr) {
-      const std::string_view name(setting);
-      if (name != "scalar" && name != "avx2" && name != "avx512") {
-        spdlog::warn("TANDEM_CPU_KERNELS='{}' is not one of scalar, avx2, avx512: using {}", name,
-                     matmul_variant_name(v));
-      } else if (name != "scalar" && !name.starts_with(matmul_variant_name(v).substr(0, 4))) {
-        spdlog::warn("TANDEM_CPU_KERNELS={}: this CPU cannot run it; using {}", name,
-                     matmul_variant_name(v));
-      }
-    }
+    const MatmulVariant v = best_matmul_variant();
     variant.store(v);
     table.store(&table_of(v));
   }
@@ -144,6 +133,20 @@ MatmulVariant matmul_variant_for_setting(const char* setting) {
   if (name == "avx2") return fall_back(MatmulVariant::kAvx2);
   if (name == "avx512") return fall_back(MatmulVariant::kAvx512Vnni);
   return best_matmul_variant();
+}
+
+MatmulVariant select_matmul_kernels(std::string_view setting, std::string_view source) {
+  if (setting.empty() || setting == "auto") return set_matmul_variant(best_matmul_variant());
+  const std::string name(setting);
+  const MatmulVariant v = set_matmul_variant(matmul_variant_for_setting(name.c_str()));
+  if (setting != "scalar" && setting != "avx2" && setting != "avx512") {
+    spdlog::warn("{}='{}' is not one of auto, scalar, avx2, avx512: using {}", source, setting,
+                 matmul_variant_name(v));
+  } else if (setting != "scalar" && !setting.starts_with(matmul_variant_name(v).substr(0, 4))) {
+    spdlog::warn("{}={}: this CPU cannot run it; using {}", source, setting,
+                 matmul_variant_name(v));
+  }
+  return v;
 }
 
 MatmulVariant active_matmul_variant() {

@@ -21,21 +21,27 @@ bool matmul_variant_supported(MatmulVariant v);
 // The best variant this CPU supports.
 MatmulVariant best_matmul_variant();
 
-// The variant matmul uses now. Chosen once, on first use: the best supported one, or the one the
-// environment variable TANDEM_CPU_KERNELS names ("scalar", "avx2", "avx512"; "avx512" means the
-// best AVX-512 variant). A name the CPU cannot run falls back to the best supported variant at or
-// below it (avx512 -> avx2 -> scalar); an unknown name is ignored (best variant). Either is logged
-// as a warning when the choice is made. Thread-safe.
+// The variant matmul uses now: the best supported one until select_matmul_kernels or
+// set_matmul_variant chooses another. Thread-safe. (The kernels read no environment: tandemd's
+// runtime.cpu_kernels and the CLI's TANDEM_CPU_KERNELS come through select_matmul_kernels.)
 MatmulVariant active_matmul_variant();
 
-// The variant a TANDEM_CPU_KERNELS value selects on this CPU (nullptr: unset), by the rules above.
-// Pure apart from reading cpu_features(); what active_matmul_variant() starts from.
+// The variant a setting names on this CPU (nullptr: unset, the best): "scalar", "avx2",
+// "avx512" (the best AVX-512 variant). A name the CPU cannot run falls back to the best supported
+// variant at or below it (avx512 -> avx2 -> scalar); an unknown name gives the best variant.
+// Pure apart from reading cpu_features().
 MatmulVariant matmul_variant_for_setting(const char* setting);
+
+// Makes the variant `setting` names (as matmul_variant_for_setting; "" or "auto": the best)
+// the active one and returns it. A fall-back or an unknown name is logged as a warning naming
+// `source` (the configuration key or environment variable the setting came from). Main thread,
+// before any matmul runs (as set_matmul_variant).
+MatmulVariant select_matmul_kernels(std::string_view setting, std::string_view source);
 
 // Name of the active variant, for the startup banner.
 std::string_view active_matmul_variant_name();
 
-// Forces a variant for tests and benchmarks, overriding TANDEM_CPU_KERNELS; an unsupported one
+// Forces a variant (tests, benchmarks, select_matmul_kernels); an unsupported one
 // falls back as above. Returns the variant actually selected. Must not race with running matmul
 // calls (a call in flight may finish with either variant): switch between calls only.
 MatmulVariant set_matmul_variant(MatmulVariant v);

@@ -98,6 +98,22 @@ TEST_CASE("TANDEM_NUM_GPU_EXPERTS sets placement.num_gpu_experts; the long form 
   CHECK(r->config.placement.num_gpu_experts == 8);
 }
 
+TEST_CASE("TANDEM_CPU_KERNELS sets runtime.cpu_kernels", "[config]") {
+  ConfigSources sources;
+  Result<LoadedConfig> r = load_config(sources);
+  REQUIRE(r.ok());
+  CHECK(r->config.runtime.cpu_kernels == CpuKernels::kAuto);
+  sources.environment = {{"TANDEM_CPU_KERNELS", "scalar"}};
+  r = load_config(sources);
+  REQUIRE(r.ok());
+  CHECK(r->config.runtime.cpu_kernels == CpuKernels::kScalar);
+  CHECK(r->source_of("runtime.cpu_kernels").to_string() == "env TANDEM_CPU_KERNELS");
+  sources.environment["TANDEM_RUNTIME_CPU_KERNELS"] = "avx512";
+  r = load_config(sources);
+  REQUIRE(r.ok());
+  CHECK(r->config.runtime.cpu_kernels == CpuKernels::kAvx512);
+}
+
 TEST_CASE("environment and flag values of every kind are parsed", "[config]") {
   ConfigSources sources;
   sources.environment = {{"TANDEM_SERVER_API_KEYS", "first-key-123, second-key-456"},
@@ -155,6 +171,9 @@ TEST_CASE("bad environment values name the variable, the key and the problem", "
       {"TANDEM_RUNTIME_KV_CACHE_BYTES", "1KiB", "1KiB is out of range 1MiB.."},
       {"TANDEM_PLACEMENT_GPU_MEMORY_BUDGET", "-2GiB", "must not be negative"},
       {"TANDEM_SERVER_HOST", "", "server.host: must not be empty"},
+      {"TANDEM_CPU_KERNELS", "sse",
+       "env TANDEM_CPU_KERNELS: runtime.cpu_kernels: 'sse' is not one of: auto, scalar, avx2, "
+       "avx512"},
   };
   for (const Case& c : cases) {
     INFO(c.variable << "=" << c.value);

@@ -160,6 +160,20 @@ TEST_CASE("dispatch picks a supported variant and honours overrides", "[kernels]
   CHECK(matmul_variant_name(MatmulVariant::kAvx512Vnni) == "avx512-vnni");
 }
 
+TEST_CASE("select_matmul_kernels makes a setting's variant the active one", "[kernels][simd]") {
+  VariantGuard guard;
+  CHECK(select_matmul_kernels("scalar", "test") == MatmulVariant::kScalar);
+  CHECK(active_matmul_variant() == MatmulVariant::kScalar);
+  CHECK(select_matmul_kernels("avx2", "test") == matmul_variant_for_setting("avx2"));
+  CHECK(active_matmul_variant() == matmul_variant_for_setting("avx2"));
+  // auto, "" and an unknown name (warned about) give the best variant.
+  for (const char* best : {"auto", "", "bogus"}) {
+    set_matmul_variant(MatmulVariant::kScalar);
+    CHECK(select_matmul_kernels(best, "test") == best_matmul_variant());
+    CHECK(active_matmul_variant() == best_matmul_variant());
+  }
+}
+
 TEST_CASE("SIMD weight conversion is bit-equal to dequantize", "[kernels][simd]") {
   // All 65536 fp16 and bf16 patterns (NaNs: both NaN; hardware may quiet a signaling NaN).
   std::vector<uint8_t> halves;
