@@ -106,7 +106,12 @@ int run_bench(std::span<char*> args) {
                                            .dense_gpu = dense_gpu,
                                            .max_batch_tokens = std::max(1, prompt_tokens)});
   if (!session.ok()) {
-    std::fprintf(stderr, "tandem bench: %s\n", session.status().to_string().c_str());
+    // The engine names tandemd's settings; say which flags asked for them.
+    std::string asked;
+    if (gpu_experts > 0) asked += "--gpu-experts " + std::to_string(gpu_experts) + ": ";
+    if (dense_gpu) asked += "--dense-gpu: ";
+    std::fprintf(stderr, "tandem bench: %s%s\n", asked.c_str(),
+                 session.status().to_string().c_str());
     return 2;
   }
   runtime::ModelRunner& runner = (*session)->runner();

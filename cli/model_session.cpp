@@ -18,8 +18,11 @@ engine::EngineOptions session_engine_options(const std::string& path,
   o.dense_device = options.dense_gpu ? engine::DenseDevice::kGpu : engine::DenseDevice::kCpu;
   o.threads = options.threads;
   o.limits.max_batch_tokens = options.max_batch_tokens;
+  o.limits.max_running = 1;  // one sequence of direct passes (bench --concurrency sets its own)
   o.limits.prefill_chunk_tokens =
       std::min<int64_t>(o.limits.prefill_chunk_tokens, options.max_batch_tokens);
+  // The commands load the tokenizer themselves, and only when they need one.
+  o.load_tokenizer = false;
   o.export_tokenizer = false;
   o.watch_files = false;
   return o;

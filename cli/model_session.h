@@ -35,7 +35,7 @@ struct ModelSession {
 };
 
 // The engine's options for `path` (GGUF file or HF directory) as the commands run it: no
-// statistics (uniform placement of options.gpu_experts), no tokenizer export, no file watch,
+// statistics (uniform placement of options.gpu_experts), no tokenizer, no file watch,
 // dense parts on the CPU unless options.dense_gpu.
 engine::EngineOptions session_engine_options(const std::string& path,
                                              const SessionOptions& options);

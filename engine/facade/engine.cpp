@@ -136,7 +136,9 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
   }
 
   stage = EngineStage::kEngine;
-  TANDEM_ASSIGN_OR_RETURN(engine->tokenizer_, load_model_tokenizer(options.model_path));
+  if (options.load_tokenizer) {
+    TANDEM_ASSIGN_OR_RETURN(engine->tokenizer_, load_model_tokenizer(options.model_path));
+  }
   runtime::RunnerOptions runner_options;
   runner_options.threads = options.threads;
   runner_options.context_length = static_cast<size_t>(std::max(0, options.context_length));

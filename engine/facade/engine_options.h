@@ -58,11 +58,15 @@ struct EngineOptions {
   // Requests in flight (running and waiting) the scheduler accepts.
   size_t queue_capacity = 256 + 64;
 
+  // Load the model's tokenizer (text in the scheduler: detokenized events, stop strings); an
+  // unreadable one is then an error. false: none (callers that tokenize themselves).
+  bool load_tokenizer = true;
   // The tokenizer directory reported for the gateway (tokenizer.json and its configuration):
-  // export_tokenizer false: none. Otherwise tokenizer_dir holding a tokenizer.json is used as it
-  // is; a Hugging Face checkpoint directory is its own (tokenizer_dir must then be empty); a GGUF
-  // file's tokenizer is exported into tokenizer_dir, or without one into a new private directory
-  // under tokenizer_export_parent that the engine removes when it is destroyed.
+  // export_tokenizer false (or no tokenizer): none. Otherwise tokenizer_dir holding a
+  // tokenizer.json is used as it is; a Hugging Face checkpoint directory is its own (tokenizer_dir
+  // must then be empty); a GGUF file's tokenizer is exported into tokenizer_dir, or without one
+  // into a new private directory under tokenizer_export_parent that the engine removes when it is
+  // destroyed.
   bool export_tokenizer = true;
   std::string tokenizer_dir;
   std::string tokenizer_export_parent = "/tmp";
