@@ -58,7 +58,7 @@ const std::array kTable = {
     float_only(TensorType::kF64, dequantize_f64),
     quantized(TensorType::kQ8_0, dequantize_q8_0, F::kQ8_0, detail::dot_q8_0_scalar,
               TANDEM_X86(detail::dot_q8_0_avx2), TANDEM_X86(detail::dot_q8_0_avx2),
-              TANDEM_X86(detail::dot_q8_0_avx2)),
+              TANDEM_X86(detail::dot_q8_0_avx512_vnni)),
     quantized(TensorType::kQ4_0, dequantize_q4_0, F::kQ8_0, detail::dot_q4_0_scalar,
               TANDEM_X86(detail::dot_q4_0_avx2), TANDEM_X86(detail::dot_q4_0_avx2),
               TANDEM_X86(detail::dot_q4_0_avx2)),
