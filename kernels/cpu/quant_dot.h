@@ -88,6 +88,12 @@ void dot_q6_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const Activa
 // AVX-512 VNNI (+ F/BW/VL) variant; callable only when cpu_features() reports them.
 void dot_q8_0_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride);
+void dot_q4_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride);
+void dot_q5_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride);
+void dot_q6_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride);
 
 // ---- Interleaved layouts (WeightLayout::kInterleaved8, weight_matrix.h): the rows in groups of
 // 8, group g (rows 8g .. 8g+7) at groups + g * 8 * row_bytes, a permutation of those rows' bytes;

@@ -77,13 +77,13 @@ const std::array kTable = {
     float_only(TensorType::kQ3_K, dequantize_q3_k),
     quantized(TensorType::kQ4_K, dequantize_q4_k, F::kQ8_K, detail::dot_q4_k_scalar,
               TANDEM_X86(detail::dot_q4_k_avx2), TANDEM_X86(detail::dot_q4_k_avx2),
-              TANDEM_X86(detail::dot_q4_k_avx2)),
+              TANDEM_X86(detail::dot_q4_k_avx512_vnni)),
     quantized(TensorType::kQ5_K, dequantize_q5_k, F::kQ8_K, detail::dot_q5_k_scalar,
               TANDEM_X86(detail::dot_q5_k_avx2), TANDEM_X86(detail::dot_q5_k_avx2),
-              TANDEM_X86(detail::dot_q5_k_avx2)),
+              TANDEM_X86(detail::dot_q5_k_avx512_vnni)),
     quantized(TensorType::kQ6_K, dequantize_q6_k, F::kQ8_K, detail::dot_q6_k_scalar,
               TANDEM_X86(detail::dot_q6_k_avx2), TANDEM_X86(detail::dot_q6_k_avx2),
-              TANDEM_X86(detail::dot_q6_k_avx2)),
+              TANDEM_X86(detail::dot_q6_k_avx512_vnni)),
 };
 
 #undef TANDEM_X86

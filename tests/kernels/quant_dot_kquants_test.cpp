@@ -1,6 +1,6 @@
 // Tests of the K-quant dot products (Q4_K, Q5_K, Q6_K weights x Q8_K activations, quant_dot.h):
-// the scalar references against dequantize() in double, the AVX2 variants bit-identical to them,
-// and extreme inputs.
+// the scalar references against dequantize() in double, the AVX2 and AVX-512 VNNI variants
+// bit-identical to them, and extreme inputs.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -10,6 +10,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/activation_rows.h"
@@ -37,7 +38,8 @@ struct KQuant {
   size_t d_offset;
   bool has_dmin;  // an fp16 dmin right after d (Q4_K, Q5_K)
   detail::QuantDotFn scalar;
-  detail::QuantDotFn avx2;  // null where this build has no x86 kernels
+  detail::QuantDotFn avx2;         // null where this build has no x86 kernels
+  detail::QuantDotFn avx512_vnni;  // null where this build has no x86 kernels
 };
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -48,12 +50,24 @@ struct KQuant {
 
 const KQuant kTypes[] = {
     {"q4_K", TensorType::kQ4_K, 144, 0, true, &detail::dot_q4_k_scalar,
-     TANDEM_KQ_AVX2(dot_q4_k_avx2)},
+     TANDEM_KQ_AVX2(dot_q4_k_avx2), TANDEM_KQ_AVX2(dot_q4_k_avx512_vnni)},
     {"q5_K", TensorType::kQ5_K, 176, 0, true, &detail::dot_q5_k_scalar,
-     TANDEM_KQ_AVX2(dot_q5_k_avx2)},
+     TANDEM_KQ_AVX2(dot_q5_k_avx2), TANDEM_KQ_AVX2(dot_q5_k_avx512_vnni)},
     {"q6_K", TensorType::kQ6_K, 210, 208, false, &detail::dot_q6_k_scalar,
-     TANDEM_KQ_AVX2(dot_q6_k_avx2)},
+     TANDEM_KQ_AVX2(dot_q6_k_avx2), TANDEM_KQ_AVX2(dot_q6_k_avx512_vnni)},
 };
+
+// The SIMD kernels of k this CPU runs: AVX2, and AVX-512 VNNI (its absence reported once).
+std::vector<std::pair<const char*, detail::QuantDotFn>> simd_kernels(const KQuant& k) {
+  std::vector<std::pair<const char*, detail::QuantDotFn>> out;
+  if (have_avx2() && k.avx2 != nullptr) out.emplace_back("avx2", k.avx2);
+  const CpuFeatures& f = cpu_features();
+  if (have_avx2() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni &&
+      k.avx512_vnni != nullptr) {
+    out.emplace_back("avx512-vnni", k.avx512_vnni);
+  }
+  return out;
+}
 
 // Sets every block's fp16 d (and dmin) of `rows` rows at `w` (row_bytes apart) to random values in
 // [0.001, 0.01]. Every other byte pattern of these types is a valid block.
@@ -164,10 +178,14 @@ std::vector<float> run_strided(detail::QuantDotFn fn, const uint8_t* w, size_t r
   return y;
 }
 
-TEST_CASE("k-quant AVX2 dot products are bit-identical to the scalar ones", "[kernels]") {
+TEST_CASE("k-quant AVX2 and AVX-512 VNNI dot products are bit-identical to the scalar ones",
+          "[kernels]") {
   if (!have_avx2()) {
     WARN("k-quant AVX2 dot products skipped: no AVX2");
     return;
+  }
+  if (simd_kernels(kTypes[0]).size() < 2) {
+    WARN("no AVX-512 VNNI on this CPU: k-quant avx512-vnni case skipped");
   }
   std::mt19937 rng(7);
   size_t case_index = 0;
@@ -192,34 +210,36 @@ TEST_CASE("k-quant AVX2 dot products are bit-identical to the scalar ones", "[ke
 
           const std::vector<float> y_scalar =
               run_strided(k.scalar, w, row_bytes, rows, x, y_stride);
-          const std::vector<float> y_avx2 = run_strided(k.avx2, w, row_bytes, rows, x, y_stride);
-          // The scalar kernel on the same rows packed, to check it honours row_bytes / y_stride.
-          std::vector<uint8_t> packed(rows * packed_bytes);
-          for (size_t r = 0; r < rows; ++r) {
-            std::memcpy(packed.data() + r * packed_bytes, w + r * row_bytes, packed_bytes);
-          }
-          std::vector<float> y_packed(n_tokens * rows);
-          k.scalar(packed.data(), packed_bytes, rows, x, y_packed.data(), rows);
-
-          INFO(k.name << " rows " << rows << " cols " << cols << " tokens " << n_tokens
-                      << " misalign " << misalign << " row_bytes " << row_bytes << " y_stride "
-                      << y_stride);
-          size_t mismatches = 0, clobbered = 0;
-          for (size_t i = 0; i < y_scalar.size(); ++i) {
-            const size_t t = i / y_stride, r = i % y_stride;
-            const bool written = t < n_tokens && r < rows;
-            if (written) {
-              if (bits_of(y_scalar[i]) != bits_of(y_avx2[i]) ||
-                  bits_of(y_scalar[i]) != bits_of(y_packed[t * rows + r]) ||
-                  std::isnan(y_scalar[i])) {
-                ++mismatches;
-              }
-            } else if (!std::isnan(y_scalar[i]) || !std::isnan(y_avx2[i])) {
-              ++clobbered;
+          for (const auto& [variant, fn] : simd_kernels(k)) {
+            const std::vector<float> y_avx2 = run_strided(fn, w, row_bytes, rows, x, y_stride);
+            // The scalar kernel on the same rows packed, to check it honours row_bytes / y_stride.
+            std::vector<uint8_t> packed(rows * packed_bytes);
+            for (size_t r = 0; r < rows; ++r) {
+              std::memcpy(packed.data() + r * packed_bytes, w + r * row_bytes, packed_bytes);
             }
+            std::vector<float> y_packed(n_tokens * rows);
+            k.scalar(packed.data(), packed_bytes, rows, x, y_packed.data(), rows);
+
+            INFO(k.name << " " << variant << " rows " << rows << " cols " << cols << " tokens "
+                        << n_tokens << " misalign " << misalign << " row_bytes " << row_bytes
+                        << " y_stride " << y_stride);
+            size_t mismatches = 0, clobbered = 0;
+            for (size_t i = 0; i < y_scalar.size(); ++i) {
+              const size_t t = i / y_stride, r = i % y_stride;
+              const bool written = t < n_tokens && r < rows;
+              if (written) {
+                if (bits_of(y_scalar[i]) != bits_of(y_avx2[i]) ||
+                    bits_of(y_scalar[i]) != bits_of(y_packed[t * rows + r]) ||
+                    std::isnan(y_scalar[i])) {
+                  ++mismatches;
+                }
+              } else if (!std::isnan(y_scalar[i]) || !std::isnan(y_avx2[i])) {
+                ++clobbered;
+              }
+            }
+            CHECK(mismatches == 0);
+            CHECK(clobbered == 0);
           }
-          CHECK(mismatches == 0);
-          CHECK(clobbered == 0);
         }
       }
     }
@@ -241,12 +261,13 @@ void check_against_reference(const KQuant& k, const std::vector<uint8_t>& w, siz
       CHECK(std::fabs(static_cast<double>(y_scalar[t * rows + r]) - ref.value) <= ref.bound);
     }
   }
-  if (!have_avx2()) return;
-  std::vector<float> y_avx2(a.n_tokens * rows);
-  k.avx2(w.data(), row_bytes, rows, view_of(a), y_avx2.data(), rows);
-  for (size_t i = 0; i < y_avx2.size(); ++i) {
-    INFO(k.name << " element " << i);
-    CHECK(bits_of(y_avx2[i]) == bits_of(y_scalar[i]));
+  for (const auto& [variant, fn] : simd_kernels(k)) {
+    std::vector<float> y_simd(a.n_tokens * rows);
+    fn(w.data(), row_bytes, rows, view_of(a), y_simd.data(), rows);
+    for (size_t i = 0; i < y_simd.size(); ++i) {
+      INFO(k.name << " " << variant << " element " << i);
+      CHECK(bits_of(y_simd[i]) == bits_of(y_scalar[i]));
+    }
   }
 }
 

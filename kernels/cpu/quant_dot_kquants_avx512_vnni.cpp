@@ -1,0 +1,41 @@
+// The AVX-512 VNNI K-quant dot kernels of the weight-type table (built with the AVX-512 flags plus
+// -mavx512vnni; called only when cpu_features() reports AVX-512 F/BW/VL and VNNI):
+// quant_dot_kquants_tiles.h's templates with the scaled pair sums as one vpdpwssd (the exact int32
+// sum madd + add gives, one instruction instead of two), on the same 256-bit lanes.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/quant_dot.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+[[gnu::always_inline]] inline __m256i kq_madd_add(__m256i acc, __m256i p, __m256i s) {
+  return _mm256_dpwssd_epi32(acc, p, s);
+}
+
+}  // namespace
+}  // namespace tandem::kernels::detail
+
+#include "kernels/cpu/quant_dot_kquants_tiles.h"
+
+namespace tandem::kernels::detail {
+
+void dot_q4_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride) {
+  dot_rows<Q4KTiles>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_q5_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride) {
+  dot_rows<Q5KTiles>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_q6_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride) {
+  dot_rows<Q6KTiles>(w, row_bytes, rows, x, y, y_stride);
+}
+
+}  // namespace tandem::kernels::detail
