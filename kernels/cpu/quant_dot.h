@@ -123,4 +123,24 @@ void dot_mxfp4_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end
 void dot_mxfp4_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                        const ActivationRows& x, float* y, size_t y_stride);
 
+// ---- Q4_K x8: per group, the super-blocks in column order, 1152 bytes each (8 rows x 144, the
+// rows' scales unpacked to one 6-bit value per (sub-block j, row i), entry e = 8j + i):
+//  bytes 0 + 2i, 16 + 2i:             row i's fp16 d, dmin;
+//  byte 32 + k, 64 + k (k < 32):      low 4 bits of scale (min) entry k in the low nibble, of
+//                                     entry 32 + k in the high nibble;
+//  byte 96 + k:                       the top 2 bits of scale entry k (bits 0-1), scale entry
+//                                     32 + k (bits 2-3), min entry k (4-5), min entry 32 + k (6-7);
+//  byte 128 + 32(8c + m) + 4i + j:    row i's quant byte 32c + 4m + j (c < 4, m < 8, j < 4): low
+//                                     nibble = element 64c + 4m + j (sub-block 2c), high nibble
+//                                     = element 64c + 32 + 4m + j (sub-block 2c + 1).
+// So 32-bit lane i of the 32-byte load at 128 + 32(8c + m) holds row i's four quants of each of
+// sub-blocks 2c and 2c + 1 at the same positions: with four activation quants broadcast, one
+// dpbusd sums them for all eight rows, and the scales of sub-block j are one 8-byte row.
+// Arithmetic: dot_q4_k_scalar's, per row.
+void repack_q4_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups);
+void dot_q4_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride);
+void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
+                             const ActivationRows& x, float* y, size_t y_stride);
+
 }  // namespace tandem::kernels::detail

@@ -6,6 +6,7 @@
 // so no multiply-add is fused. Block layouts: see dequantize_kquants.cpp.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/quant_dot.h"
@@ -47,6 +48,48 @@ ActivationBlock activation_block(const ActivationRows& x, size_t t, size_t b) {
           x.bsums + t * (x.cols / kQ8_KSumElements) + b * (kSuper / kQ8_KSumElements)};
 }
 
+// One Q4_K / Q5_K super-block, unpacked: its fp16 scales as floats, its 8 (scale, min) pairs, and
+// its quants: qs in the plain layout (sub-block j = the low (j even) or high (j odd) nibbles of
+// qs[32 * (j / 2) + l]), qh (Q5_K's fifth bits, bit j of qh[l]) or null.
+struct Q45KBlock {
+  float dw;
+  float dmin;
+  int scales[8];
+  int mins[8];
+  const uint8_t* qs;
+  const uint8_t* qh;
+};
+
+Q45KBlock plain_block(const uint8_t* blk, bool has_high_bits) {
+  Q45KBlock k;
+  k.dw = fp16_to_fp32(load_le16(blk));
+  k.dmin = fp16_to_fp32(load_le16(blk + 2));
+  unpack_scales_mins(blk + 4, k.scales, k.mins);
+  k.qh = has_high_bits ? blk + 16 : nullptr;
+  k.qs = blk + (has_high_bits ? 48 : 16);
+  return k;
+}
+
+// The reference's term of one super-block: ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)).
+float q45_k_term(const Q45KBlock& k, const ActivationBlock& a) {
+  int32_t isum = 0;
+  int32_t imin = 0;
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t* q = k.qs + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    const int8_t* xq = a.qs + 32 * j;
+    int32_t sub = 0;
+    for (int l = 0; l < 32; ++l) {
+      int v = (q[l] >> shift) & 0x0f;
+      if (k.qh != nullptr) v |= ((k.qh[l] >> j) & 1) << 4;
+      sub += v * xq[l];
+    }
+    isum += k.scales[j] * sub;
+    imin += k.mins[j] * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
+  }
+  return ((k.dw * a.d) * static_cast<float>(isum)) - ((k.dmin * a.d) * static_cast<float>(imin));
+}
+
 // Q4_K and Q5_K differ only in their quants: Q5_K (has_high_bits) adds a fifth bit from qh and
 // moves qs 32 bytes further.
 float dot_q4_q5_k_row(const uint8_t* row, size_t block_bytes, bool has_high_bits,
@@ -54,33 +97,33 @@ float dot_q4_q5_k_row(const uint8_t* row, size_t block_bytes, bool has_high_bits
   const size_t blocks = x.cols / kSuper;
   float sum = 0.0f;
   for (size_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = row + b * block_bytes;
-    const float dw = fp16_to_fp32(load_le16(blk));
-    const float dmin = fp16_to_fp32(load_le16(blk + 2));
-    int scales[8], mins[8];
-    unpack_scales_mins(blk + 4, scales, mins);
-    const uint8_t* qh = has_high_bits ? blk + 16 : nullptr;
-    const uint8_t* qs = blk + (has_high_bits ? 48 : 16);
-    const ActivationBlock a = activation_block(x, t, b);
-    int32_t isum = 0;
-    int32_t imin = 0;
-    for (int j = 0; j < 8; ++j) {
-      // Sub-block j: the low (j even) or high (j odd) nibbles of qs[32 * (j / 2) + l].
-      const uint8_t* q = qs + 32 * (j / 2);
-      const int shift = 4 * (j % 2);
-      const int8_t* xq = a.qs + 32 * j;
-      int32_t sub = 0;
-      for (int l = 0; l < 32; ++l) {
-        int v = (q[l] >> shift) & 0x0f;
-        if (qh != nullptr) v |= ((qh[l] >> j) & 1) << 4;
-        sub += v * xq[l];
-      }
-      isum += scales[j] * sub;
-      imin += mins[j] * (a.bsums[2 * j] + a.bsums[2 * j + 1]);
-    }
-    sum += ((dw * a.d) * static_cast<float>(isum)) - ((dmin * a.d) * static_cast<float>(imin));
+    sum += q45_k_term(plain_block(row + b * block_bytes, has_high_bits), activation_block(x, t, b));
   }
   return sum;
+}
+
+// ---- The Q4_K x8 layout (quant_dot.h).
+constexpr size_t kGroupRows = 8;
+constexpr size_t kQ4KX8Bytes = kGroupRows * kQ4KBlockBytes;
+
+// Row r's (scale, min) pair of sub-block j, entry e = 8 * j + r of the layout's 64.
+uint8_t x8_nibble(const uint8_t* bytes, size_t e) {
+  return e < 32 ? bytes[e] & 0x0f : bytes[e - 32] >> 4;
+}
+
+int x8_scale(const uint8_t* blk, size_t e) {
+  const uint8_t high = blk[96 + e % 32] >> (e < 32 ? 0 : 2);
+  return x8_nibble(blk + 32, e) | ((high & 3) << 4);
+}
+
+int x8_min(const uint8_t* blk, size_t e) {
+  const uint8_t high = blk[96 + e % 32] >> (e < 32 ? 4 : 6);
+  return x8_nibble(blk + 64, e) | ((high & 3) << 4);
+}
+
+// The byte offset, in a group's super-block, of row r's quant byte l (l < 128).
+size_t x8_quant_offset(size_t r, size_t l) {
+  return 128 + 32 * (l / 4) + 4 * r + l % 4;
 }
 
 float dot_q6_k_row(const uint8_t* row, const ActivationRows& x, size_t t) {
@@ -134,6 +177,62 @@ void dot_q6_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
                      float* y, size_t y_stride) {
   for (size_t t = 0; t < x.n_tokens; ++t) {
     for (size_t r = 0; r < rows; ++r) y[t * y_stride + r] = dot_q6_k_row(w + r * row_bytes, x, t);
+  }
+}
+
+void repack_q4_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
+  const size_t blocks = row_bytes / kQ4KBlockBytes;
+  const size_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
+  std::memset(groups, 0, n_groups * blocks * kQ4KX8Bytes);
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t i = r % kGroupRows;
+    for (size_t b = 0; b < blocks; ++b) {
+      const uint8_t* src = w + r * row_bytes + b * kQ4KBlockBytes;
+      uint8_t* dst = groups + (r / kGroupRows * blocks + b) * kQ4KX8Bytes;
+      std::memcpy(dst + 2 * i, src, 2);
+      std::memcpy(dst + 16 + 2 * i, src + 2, 2);
+      int scales[8], mins[8];
+      unpack_scales_mins(src + 4, scales, mins);
+      for (size_t j = 0; j < 8; ++j) {
+        const size_t e = 8 * j + i;
+        const size_t k = e % 32;
+        const int nib_shift = e < 32 ? 0 : 4;
+        dst[32 + k] |= static_cast<uint8_t>((scales[j] & 0x0f) << nib_shift);
+        dst[64 + k] |= static_cast<uint8_t>((mins[j] & 0x0f) << nib_shift);
+        const int high_shift = e < 32 ? 0 : 2;
+        dst[96 + k] |= static_cast<uint8_t>(((scales[j] >> 4) << high_shift) |
+                                            ((mins[j] >> 4) << (high_shift + 4)));
+      }
+      for (size_t l = 0; l < 128; ++l) dst[x8_quant_offset(i, l)] = src[16 + l];
+    }
+  }
+}
+
+void dot_q4_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride) {
+  const size_t blocks = x.cols / kSuper;
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t r = row_begin; r < row_end; ++r) {
+      const uint8_t* group = groups + r / kGroupRows * blocks * kQ4KX8Bytes;
+      const size_t i = r % kGroupRows;
+      float sum = 0.0f;
+      for (size_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = group + b * kQ4KX8Bytes;
+        Q45KBlock k;
+        k.dw = fp16_to_fp32(load_le16(blk + 2 * i));
+        k.dmin = fp16_to_fp32(load_le16(blk + 16 + 2 * i));
+        for (size_t j = 0; j < 8; ++j) {
+          k.scales[j] = x8_scale(blk, 8 * j + i);
+          k.mins[j] = x8_min(blk, 8 * j + i);
+        }
+        uint8_t qs[128];
+        for (size_t l = 0; l < 128; ++l) qs[l] = blk[x8_quant_offset(i, l)];
+        k.qs = qs;
+        k.qh = nullptr;
+        sum += q45_k_term(k, activation_block(x, t, b));
+      }
+      y[t * y_stride + (r - row_begin)] = sum;
+    }
   }
 }
 

@@ -16,11 +16,11 @@
 // term = float(isum) * (de * dx) and acc = acc + term as separate instructions: the scalar
 // reference's float operations for each row.
 //
-// Register blocking: with fewer than kTallMinTokens tokens, "wide" tiles of four groups x one
-// token or two groups x two tokens stream each quant load through every group of the tile, so one
-// activation broadcast serves several groups (the broadcasts share the shuffle ports with the
-// nibble lookups); with more tokens, "tall" tiles unpack a group's block once into registers and
-// run up to eight tokens over it.
+// Register blocking (the walk of quant_dot_x8_walk.h): with fewer than four tokens, "wide" tiles of
+// four groups x one token or two groups x two tokens stream each quant load through every group of
+// the tile, so one activation broadcast serves several groups (the broadcasts share the shuffle
+// ports with the nibble lookups); with more tokens, "tall" tiles unpack a group's block once into
+// registers and run up to eight tokens over it.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -28,29 +28,20 @@
 #include <cstring>
 
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/quant_dot_x8_walk.h"
 
 namespace tandem::kernels::detail {
 namespace {
 
 constexpr size_t kBlock = 32;
-constexpr size_t kGroupRows = 8;
 constexpr size_t kBlockBytes = 136;  // 8 exponents, then 8 rows x 16 quant bytes
 constexpr size_t kScaleBytes = 8;
 constexpr int32_t kBias = 12;
 // Activation blocks whose bias sums fit on the stack (16 KiB); larger inputs use the heap.
 constexpr size_t kStackBiasSums = 4096;
-// From this many tokens on, tall tiles (see above) are faster than wide ones.
-constexpr size_t kTallMinTokens = 4;
 
 // The helpers below are forced inline: -O2 keeps a multi-use one out of line, and its register
 // arguments then go through memory in the inner loop.
-
-// The activation quants p[0..3] as one 32-bit value in every lane.
-[[gnu::always_inline]] inline __m256i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 // A group's block unpacked: lo[k] / hi[k] hold, in lane i, row i's elements 4k .. 4k+3 /
 // 16+4k .. 16+4k+3 as u = kMxfp4Values[q] + 12.
@@ -103,33 +94,12 @@ struct Unpacked {
   return _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
 }
 
-// Stores lanes [lane_begin, lane_end) of acc to out[0 ..).
-[[gnu::always_inline]] inline void store_lanes(__m256 acc, float* out, size_t lane_begin,
-                                               size_t lane_end) {
-  if (lane_begin == 0 && lane_end == kGroupRows) {
-    _mm256_storeu_ps(out, acc);
-    return;
-  }
-  float lanes[kGroupRows];
-  _mm256_storeu_ps(lanes, acc);
-  for (size_t i = lane_begin; i < lane_end; ++i) out[i - lane_begin] = lanes[i];
-}
-
 // One token tile's activations: quants xq[t], scales xd[t] and bias sums bias[t] of token t.
 template <int kTokens>
 struct TokenTile {
   const int8_t* xq[kTokens];
   const float* xd[kTokens];
   const int32_t* bias[kTokens];
-};
-
-// The outputs of kGroups consecutive groups: token t's lanes [lane_begin[g], lane_end[g]) of group
-// g go to out[g][t][0 ..).
-template <int kGroups, int kTokens>
-struct GroupOutputs {
-  float* out[kGroups][kTokens];
-  size_t lane_begin[kGroups];
-  size_t lane_end[kGroups];
 };
 
 // Groups g0, g0 + group_bytes, ... (kGroups of them, `blocks` blocks each) against a tile of
@@ -140,7 +110,7 @@ struct GroupOutputs {
 // DRAM streaming well below what this reaches. Prefetches past the matrix end never fault.
 template <int kGroups, int kTokens>
 void wide_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, bool prefetch,
-               const TokenTile<kTokens>& x, const GroupOutputs<kGroups, kTokens>& y) {
+               const TokenTile<kTokens>& x, const X8Outputs<kGroups, kTokens>& y) {
   const __m256i biased_values =
       _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
                        12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
@@ -218,7 +188,7 @@ void wide_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, bool prefet
 // registers and running every token over it; prefetches the next group as wide_tile does.
 template <int kTokens>
 void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, bool prefetch,
-               const TokenTile<kTokens>& x, const GroupOutputs<1, kTokens>& y) {
+               const TokenTile<kTokens>& x, const X8Outputs<1, kTokens>& y) {
   __m256 acc[kTokens];
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
@@ -243,70 +213,31 @@ void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, bool prefetc
     store_lanes(acc[t], y.out[0][t], y.lane_begin[0], y.lane_end[0]);
 }
 
-// The call's shape: groups, activations, bias sums, outputs.
-struct Call {
-  const uint8_t* groups;
-  size_t group_bytes;
-  size_t blocks;
-  size_t row_begin;
-  size_t row_end;
+// The x8_walk kernel of one call: tall tiles from kTallMinTokens tokens on, eight tokens at most.
+struct Kernel {
+  static constexpr size_t kTallMinTokens = 4;
+  static constexpr size_t kTallTokens = 8;
+  const X8Call* c;
   const ActivationRows* x;
   const int32_t* bias_sums;
-  float* y;
-  size_t y_stride;
+
+  template <int G, int T>
+  void tile(size_t g, size_t t0, const X8Outputs<G, T>& y) const {
+    TokenTile<T> tokens;
+    for (int i = 0; i < T; ++i) {
+      const size_t t = t0 + static_cast<size_t>(i);
+      tokens.xq[i] = x->qs + t * x->cols;
+      tokens.xd[i] = x->d + t * c->blocks;
+      tokens.bias[i] = bias_sums + t * c->blocks;
+    }
+    const uint8_t* gp = c->groups + g * c->group_bytes;
+    if constexpr (G == 1) {
+      tall_tile<T>(gp, c->group_bytes, c->blocks, t0 == 0, tokens, y);
+    } else {
+      wide_tile<G, T>(gp, c->group_bytes, c->blocks, t0 == 0, tokens, y);
+    }
+  }
 };
-
-// Groups [g, g + kGroups) against tokens [t0, t0 + kTokens): the tile's pointers, then the tile.
-template <int kGroups, int kTokens, bool kTall>
-void run_tile(const Call& c, size_t g, size_t t0) {
-  TokenTile<kTokens> x;
-  for (int i = 0; i < kTokens; ++i) {
-    const size_t t = t0 + static_cast<size_t>(i);
-    x.xq[i] = c.x->qs + t * c.x->cols;
-    x.xd[i] = c.x->d + t * c.blocks;
-    x.bias[i] = c.bias_sums + t * c.blocks;
-  }
-  GroupOutputs<kGroups, kTokens> y;
-  for (int j = 0; j < kGroups; ++j) {
-    const size_t r0 = (g + static_cast<size_t>(j)) * kGroupRows;
-    y.lane_begin[j] = c.row_begin > r0 ? c.row_begin - r0 : 0;
-    y.lane_end[j] = c.row_end - r0 < kGroupRows ? c.row_end - r0 : kGroupRows;
-    for (int i = 0; i < kTokens; ++i) {
-      y.out[j][i] =
-          c.y + (t0 + static_cast<size_t>(i)) * c.y_stride + (r0 + y.lane_begin[j] - c.row_begin);
-    }
-  }
-  const uint8_t* gp = c.groups + g * c.group_bytes;
-  if constexpr (kTall) {
-    tall_tile<kTokens>(gp, c.group_bytes, c.blocks, t0 == 0, x, y);
-  } else {
-    wide_tile<kGroups, kTokens>(gp, c.group_bytes, c.blocks, t0 == 0, x, y);
-  }
-}
-
-// Groups [g, g + kGroups) against every token: tall tiles of 8, 4, 2, 1 tokens per group from
-// kTallMinTokens tokens on; below, wide tiles of 2 groups x 2 tokens, then kGroups x 1 token.
-template <int kGroups>
-void run_chunk(const Call& c, size_t g) {
-  const size_t n = c.x->n_tokens;
-  size_t t = 0;
-  if (n >= kTallMinTokens) {
-    for (int j = 0; j < kGroups; ++j) {
-      size_t u = 0;
-      for (; u + 8 <= n; u += 8) run_tile<1, 8, true>(c, g + j, u);
-      for (; u + 4 <= n; u += 4) run_tile<1, 4, true>(c, g + j, u);
-      for (; u + 2 <= n; u += 2) run_tile<1, 2, true>(c, g + j, u);
-      for (; u < n; ++u) run_tile<1, 1, true>(c, g + j, u);
-    }
-    return;
-  }
-  if constexpr (kGroups % 2 == 0) {
-    for (; t + 2 <= n; t += 2) {
-      for (int j = 0; j < kGroups; j += 2) run_tile<2, 2, false>(c, g + j, t);
-    }
-  }
-  for (; t < n; ++t) run_tile<kGroups, 1, false>(c, g, t);
-}
 
 // kBias * (sum of the block's 32 quants) for n activation blocks at qs: exact in int32.
 void bias_sums_of(const int8_t* qs, size_t n, int32_t* out) {
@@ -332,15 +263,8 @@ void dot_mxfp4_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
   int32_t stack_sums[kStackBiasSums];
   int32_t* bias_sums = n * blocks <= kStackBiasSums ? stack_sums : new int32_t[n * blocks];
   bias_sums_of(x.qs, n * blocks, bias_sums);
-  const Call c{groups,  blocks * kBlockBytes, blocks, row_begin, row_end, &x, bias_sums, y,
-               y_stride};
-  // Chunks of 4, 2, 1 groups (a chunk's first and last group may be partial: run_tile stores
-  // only the lanes in [row_begin, row_end)).
-  const size_t g_end = (row_end + kGroupRows - 1) / kGroupRows;
-  size_t g = row_begin / kGroupRows;
-  for (; g + 4 <= g_end; g += 4) run_chunk<4>(c, g);
-  for (; g + 2 <= g_end; g += 2) run_chunk<2>(c, g);
-  for (; g < g_end; ++g) run_chunk<1>(c, g);
+  const X8Call c{groups, blocks * kBlockBytes, blocks, row_begin, row_end, n, y, y_stride};
+  x8_walk(c, Kernel{&c, &x, bias_sums});
   if (bias_sums != stack_sums) delete[] bias_sums;
 }
 

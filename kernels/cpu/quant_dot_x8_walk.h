@@ -1,0 +1,122 @@
+// The walk of the interleaved x8 kernels (quant_dot.h, WeightLayout::kInterleaved8) over a row
+// range and the tokens, shared by their SIMD files: which tiles of G groups x T tokens run, where
+// each tile's lanes go, and the lane helpers. Each kernel file includes it under its own -m flags;
+// everything here has internal linkage (an anonymous namespace), so no SIMD code is shared with
+// callers on other CPUs (see quant_dot_kquants_tiles.h).
+//
+// Before including this header a file may rely only on <immintrin.h> being included by it.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace tandem::kernels::detail {
+namespace {
+
+constexpr size_t kX8GroupRows = 8;
+
+// The activation quants p[0..3] as one 32-bit value in every lane.
+[[gnu::always_inline]] inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Stores lanes [lane_begin, lane_end) of v to out[0 ..).
+[[gnu::always_inline]] inline void store_lanes(__m256 v, float* out, size_t lane_begin,
+                                               size_t lane_end) {
+  if (lane_begin == 0 && lane_end == kX8GroupRows) {
+    _mm256_storeu_ps(out, v);
+    return;
+  }
+  float lanes[kX8GroupRows];
+  _mm256_storeu_ps(lanes, v);
+  for (size_t i = lane_begin; i < lane_end; ++i) out[i - lane_begin] = lanes[i];
+}
+
+// One call of an InterleavedDotFn: the groups (group_bytes apart, `blocks` blocks each), the row
+// range, the token count and the outputs.
+struct X8Call {
+  const uint8_t* groups;
+  size_t group_bytes;
+  size_t blocks;
+  size_t row_begin;
+  size_t row_end;
+  size_t n_tokens;
+  float* y;
+  size_t y_stride;
+};
+
+// Where a tile of groups [g, g + G) x tokens [t0, t0 + T) stores: token t's lanes
+// [lane_begin[j], lane_end[j]) of group g + j go to out[j][t][0 ..).
+template <int G, int T>
+struct X8Outputs {
+  float* out[G][T];
+  size_t lane_begin[G];
+  size_t lane_end[G];
+};
+
+template <int G, int T>
+X8Outputs<G, T> x8_outputs(const X8Call& c, size_t g, size_t t0) {
+  X8Outputs<G, T> y;
+  for (int j = 0; j < G; ++j) {
+    const size_t r0 = (g + static_cast<size_t>(j)) * kX8GroupRows;
+    y.lane_begin[j] = c.row_begin > r0 ? c.row_begin - r0 : 0;
+    y.lane_end[j] = c.row_end - r0 < kX8GroupRows ? c.row_end - r0 : kX8GroupRows;
+    for (int i = 0; i < T; ++i) {
+      y.out[j][i] =
+          c.y + (t0 + static_cast<size_t>(i)) * c.y_stride + (r0 + y.lane_begin[j] - c.row_begin);
+    }
+  }
+  return y;
+}
+
+// Groups [g, g + G) against every token. From K::kTallMinTokens tokens on, "tall" tiles: one group
+// at a time, kTall tokens per tile (K::kTallTokens, then 4, 2, 1: each block unpacked once and
+// used by every token of the tile); below, "wide" tiles of 2 groups x 2 tokens, then G groups x 1
+// token (each activation broadcast serves several groups). `kernel.template tile<G, T>(g, t0, y)`
+// runs one tile.
+template <int G, typename K>
+void x8_chunk(const X8Call& c, const K& kernel, size_t g) {
+  const size_t n = c.n_tokens;
+  if (n >= K::kTallMinTokens) {
+    for (int j = 0; j < G; ++j) {
+      const size_t gj = g + static_cast<size_t>(j);
+      size_t u = 0;
+      if constexpr (K::kTallTokens == 8) {
+        for (; u + 8 <= n; u += 8) kernel.template tile<1, 8>(gj, u, x8_outputs<1, 8>(c, gj, u));
+      }
+      for (; u + 4 <= n; u += 4) kernel.template tile<1, 4>(gj, u, x8_outputs<1, 4>(c, gj, u));
+      for (; u + 2 <= n; u += 2) kernel.template tile<1, 2>(gj, u, x8_outputs<1, 2>(c, gj, u));
+      for (; u < n; ++u) kernel.template tile<1, 1>(gj, u, x8_outputs<1, 1>(c, gj, u));
+    }
+    return;
+  }
+  size_t t = 0;
+  if constexpr (G % 2 == 0) {
+    for (; t + 2 <= n; t += 2) {
+      for (size_t j = 0; j < G; j += 2) {
+        kernel.template tile<2, 2>(g + j, t, x8_outputs<2, 2>(c, g + j, t));
+      }
+    }
+  }
+  for (; t < n; ++t) kernel.template tile<G, 1>(g, t, x8_outputs<G, 1>(c, g, t));
+}
+
+// The whole call: chunks of 4, 2, 1 groups over the row range (a chunk's first and last group may
+// be partial: only the lanes in [row_begin, row_end) are stored).
+template <typename K>
+void x8_walk(const X8Call& c, const K& kernel) {
+  if (c.row_begin >= c.row_end || c.n_tokens == 0) return;
+  const size_t g_end = (c.row_end + kX8GroupRows - 1) / kX8GroupRows;
+  size_t g = c.row_begin / kX8GroupRows;
+  for (; g + 4 <= g_end; g += 4) x8_chunk<4>(c, kernel, g);
+  for (; g + 2 <= g_end; g += 2) x8_chunk<2>(c, kernel, g);
+  for (; g < g_end; ++g) x8_chunk<1>(c, kernel, g);
+}
+
+}  // namespace
+}  // namespace tandem::kernels::detail
