@@ -1,0 +1,222 @@
+// Tests of the K-quant x8 interleaved layouts (quant_dot.h; Q4_K has one): the repack against the
+// layout's byte description, the scalar and every SIMD x8 kernel this CPU runs bit-identical to
+// the plain-row scalar reference over many shapes, row ranges and token counts, the integer
+// extremes, and matmul_rows on an interleaved WeightMatrix copy.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/activation_rows.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_dispatch.h"
+#include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/weight_matrix.h"
+#include "kernels/cpu/weight_type_table.h"
+#include "tests/kernels/quant_dot_test_support.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::bits_of;
+using testing::put_fp16;
+
+constexpr size_t kSuper = 256;
+
+// One K-quant type with an x8 layout: its plain block size, where its fp16 scales sit, its plain
+// scalar reference and its repack.
+struct X8Type {
+  const char* name;
+  TensorType type;
+  size_t block_bytes;
+  std::vector<size_t> fp16_offsets;
+  detail::QuantDotFn plain;
+  detail::RepackFn repack;
+};
+
+const X8Type kQ4K{"q4_K", TensorType::kQ4_K,        144,
+                  {0, 2}, &detail::dot_q4_k_scalar, &detail::repack_q4_k_x8};
+
+// rows x blocks random super-blocks of type k (plain rows, packed), fp16 scales in [0.001, 0.01];
+// with `extremes`, every other byte 0xff (Q4_K: quants 15, scales and mins 63).
+std::vector<uint8_t> random_blocks(const X8Type& k, size_t rows, size_t blocks, bool extremes,
+                                   std::mt19937& rng) {
+  std::vector<uint8_t> w(rows * blocks * k.block_bytes);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.01f);
+  for (uint8_t& v : w) v = static_cast<uint8_t>(extremes ? 0xff : byte(rng));
+  for (size_t i = 0; i < rows * blocks; ++i) {
+    uint8_t* blk = w.data() + i * k.block_bytes;
+    for (const size_t off : k.fp16_offsets) put_fp16(blk + off, scale(rng));
+  }
+  return w;
+}
+
+std::vector<uint8_t> repacked(const X8Type& k, const std::vector<uint8_t>& w, size_t rows,
+                              size_t blocks) {
+  std::vector<uint8_t> groups((rows + 7) / 8 * 8 * blocks * k.block_bytes, 0xa5);
+  k.repack(w.data(), blocks * k.block_bytes, rows, groups.data());
+  return groups;
+}
+
+// The interleaved kernels to check: the scalar one and each SIMD one this CPU runs.
+struct X8Kernel {
+  std::string name;
+  detail::InterleavedDotFn fn;
+};
+
+std::vector<X8Kernel> x8_kernels(const X8Type& k) {
+  const WeightTypeKernels* row = weight_type_kernels(k.type);
+  REQUIRE(row != nullptr);
+  REQUIRE(row->interleave == k.repack);
+  std::vector<X8Kernel> out;
+  for (const MatmulVariant v : {MatmulVariant::kScalar, MatmulVariant::kAvx2,
+                                MatmulVariant::kAvx512, MatmulVariant::kAvx512Vnni}) {
+    const detail::InterleavedDotFn fn = row->interleaved_dot[static_cast<size_t>(v)];
+    if (fn == nullptr) continue;
+    if (!matmul_variant_supported(v)) {
+      WARN(k.name << " x8 " << matmul_variant_name(v) << " kernel skipped: this CPU cannot run it");
+      continue;
+    }
+    out.push_back({std::string(k.name) + " " + std::string(matmul_variant_name(v)), fn});
+  }
+  return out;
+}
+
+// The 6-bit (scale, min) of sub-block j of a plain Q4_K block's 12 packed bytes (the GGUF rule).
+int plain_scale(const uint8_t* s, int j) {
+  return j < 4 ? s[j] & 63 : (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+}
+int plain_min(const uint8_t* s, int j) {
+  return j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+}
+
+TEST_CASE("Q4_K x8 repack puts every value where the layout says", "[kernels]") {
+  std::mt19937 rng(5);
+  for (const size_t rows : {1u, 8u, 13u}) {
+    const size_t blocks = 2;
+    const std::vector<uint8_t> w = random_blocks(kQ4K, rows, blocks, false, rng);
+    const std::vector<uint8_t> g = repacked(kQ4K, w, rows, blocks);
+    for (size_t r = 0; r < (rows + 7) / 8 * 8; ++r) {
+      for (size_t b = 0; b < blocks; ++b) {
+        INFO("rows " << rows << " row " << r << " super-block " << b);
+        const uint8_t* blk = g.data() + ((r / 8) * blocks + b) * 8 * kQ4K.block_bytes;
+        const size_t i = r % 8;
+        const bool real = r < rows;
+        const uint8_t* src = w.data() + (r * blocks + b) * kQ4K.block_bytes;
+        for (size_t k = 0; k < 4; ++k)
+          CHECK(blk[2 * i + k % 2 + 16 * (k / 2)] == (real ? src[k] : 0));
+        for (int j = 0; j < 8; ++j) {
+          const size_t e = 8 * static_cast<size_t>(j) + i;
+          const int nib_shift = e < 32 ? 0 : 4;
+          const int top_shift = e < 32 ? 0 : 2;
+          const uint8_t top = blk[96 + e % 32];
+          const int scale =
+              ((blk[32 + e % 32] >> nib_shift) & 15) | (((top >> top_shift) & 3) << 4);
+          const int min =
+              ((blk[64 + e % 32] >> nib_shift) & 15) | (((top >> (top_shift + 4)) & 3) << 4);
+          CHECK(scale == (real ? plain_scale(src + 4, j) : 0));
+          CHECK(min == (real ? plain_min(src + 4, j) : 0));
+        }
+        for (size_t l = 0; l < 128; ++l) {
+          CHECK(blk[128 + 32 * (l / 4) + 4 * i + l % 4] == (real ? src[16 + l] : 0));
+        }
+      }
+    }
+  }
+}
+
+// Every kernel of type k against its plain scalar reference: rows [row_begin, row_end) of `rows`,
+// bit-identical, and nothing outside the written elements touched.
+void check_kernels(const X8Type& k, const std::vector<X8Kernel>& kernels,
+                   const std::vector<uint8_t>& w, size_t rows, size_t blocks, size_t row_begin,
+                   size_t row_end, const ActivationRows& x) {
+  const size_t n = row_end - row_begin;
+  const size_t y_stride = n + 3;
+  std::vector<float> want(x.n_tokens * y_stride, NAN);
+  k.plain(w.data() + row_begin * blocks * k.block_bytes, blocks * k.block_bytes, n, x, want.data(),
+          y_stride);
+  const std::vector<uint8_t> g = repacked(k, w, rows, blocks);
+  for (const X8Kernel& kernel : kernels) {
+    std::vector<float> got(x.n_tokens * y_stride, NAN);
+    kernel.fn(g.data(), row_begin, row_end, x, got.data(), y_stride);
+    size_t mismatches = 0;
+    size_t touched = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (i % y_stride < n) {
+        mismatches += bits_of(got[i]) != bits_of(want[i]) ? 1 : 0;
+      } else {
+        touched += std::isnan(got[i]) ? 0 : 1;
+      }
+    }
+    INFO(kernel.name << ": rows " << rows << " [" << row_begin << ", " << row_end
+                     << "), super-blocks " << blocks << ", tokens " << x.n_tokens);
+    CHECK(mismatches == 0);
+    CHECK(touched == 0);
+  }
+}
+
+TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar references", "[kernels]") {
+  const size_t kRows[] = {8, 16, 1, 7, 9, 24, 33, 64, 15, 40};
+  for (const X8Type* k : {&kQ4K}) {
+    const std::vector<X8Kernel> kernels = x8_kernels(*k);
+    std::mt19937 rng(41);
+    for (size_t c = 0; c < 40; ++c) {
+      const size_t blocks = 1 + c % 8;
+      const size_t rows = kRows[c % std::size(kRows)];
+      const size_t n_tokens = 1 + (c * 7) % 13;
+      const std::vector<uint8_t> w = random_blocks(*k, rows, blocks, false, rng);
+      const QuantizedActivations a =
+          testing::random_activations(ActivationFormat::kQ8_K, n_tokens, blocks * kSuper, rng);
+      check_kernels(*k, kernels, w, rows, blocks, 0, rows, view_of(a));
+      // A range that starts and ends inside groups.
+      if (rows > 2) check_kernels(*k, kernels, w, rows, blocks, 1, rows - 1, view_of(a));
+    }
+  }
+}
+
+TEST_CASE("K-quant x8 dot products at the integer extremes", "[kernels]") {
+  for (const X8Type* k : {&kQ4K}) {
+    const std::vector<X8Kernel> kernels = x8_kernels(*k);
+    std::mt19937 rng(43);
+    for (const float v : {1.0f, -1.0f}) {
+      const size_t rows = 24;
+      const size_t blocks = 8;
+      const std::vector<uint8_t> w = random_blocks(*k, rows, blocks, true, rng);
+      // Constant activations quantize to +-127 (or -128) in every element.
+      const std::vector<float> x(5 * blocks * kSuper, v);
+      const QuantizedActivations a =
+          testing::quantize(ActivationFormat::kQ8_K, x, 5, blocks * kSuper);
+      check_kernels(*k, kernels, w, rows, blocks, 0, rows, view_of(a));
+    }
+  }
+}
+
+TEST_CASE("matmul_rows on interleaved K-quant matrices matches the plain rows", "[kernels]") {
+  for (const X8Type* k : {&kQ4K}) {
+    INFO(k->name);
+    std::mt19937 rng(47);
+    const size_t rows = 40;
+    const size_t blocks = 3;
+    const std::vector<uint8_t> w = random_blocks(*k, rows, blocks, false, rng);
+    auto plain = make_weight_matrix(k->type, w, rows, blocks * kSuper);
+    REQUIRE(plain.ok());
+    std::vector<uint8_t> buffer(interleaved_bytes(*plain));
+    const WeightMatrix inter = interleave_rows8(*plain, buffer);
+    const QuantizedActivations a =
+        testing::random_activations(ActivationFormat::kQ8_K, 6, blocks * kSuper, rng);
+    std::vector<float> want(6 * 24, NAN);
+    std::vector<float> got(6 * 24, NAN);
+    matmul_rows(*plain, view_of(a), want.data(), 24, 12, 36);
+    matmul_rows(inter, view_of(a), got.data(), 24, 12, 36);
+    size_t mismatches = 0;
+    for (size_t i = 0; i < want.size(); ++i) mismatches += bits_of(got[i]) != bits_of(want[i]);
+    CHECK(mismatches == 0);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels
