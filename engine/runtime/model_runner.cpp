@@ -94,6 +94,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
   if (r->context_length_ == 0) r->context_length_ = 4096;
   r->mode_ = options.quantized_activations ? kernels::MatmulActivations::kQuantized
                                            : kernels::MatmulActivations::kFloat;
+  if (options.interleave_dense) interleave_dense_matrices(r->weights_, r->mode_);
   r->pool_ = std::make_unique<ThreadPool>(options.threads);
   TANDEM_ASSIGN_OR_RETURN(r->cpu_worker_,
                           experts::CpuExpertWorker::create(spec, weights, r->pool_.get(), r->mode_,

@@ -37,6 +37,8 @@ struct RunnerOptions {
   // (MXFP4 with AVX2) into owned interleaved buffers at start (experts::CpuExpertWorker: faster,
   // bit-identical, but the experts' bytes again in memory). false: the mapping only.
   bool interleave_experts = true;
+  // The same for the dense matrices the runner computes with (interleave_dense_matrices).
+  bool interleave_dense = true;
 };
 
 // The forward pass, per layer, over all tokens of the batch at once except attention:

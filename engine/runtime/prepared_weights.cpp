@@ -119,4 +119,27 @@ Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
   return p;
 }
 
+size_t interleave_dense_matrices(PreparedWeights& w, kernels::MatmulActivations mode) {
+  size_t copied = 0;
+  auto interleave = [&](kernels::WeightMatrix& m) {
+    if (m.data == nullptr || m.layout != kernels::WeightLayout::kRows || m.interleaved != nullptr ||
+        kernels::matmul_activation_format(m.type, mode) == kernels::ActivationFormat::kF32 ||
+        !kernels::interleaved_layout_preferred(m.type)) {
+      return;
+    }
+    std::vector<uint8_t>& buffer = w.interleaved.emplace_back(kernels::interleaved_bytes(m));
+    m.interleaved = kernels::interleave_rows8(m, buffer).data;
+    copied += buffer.size();
+  };
+  for (PreparedLayer& L : w.layers) {
+    for (kernels::WeightMatrix* m :
+         {&L.q, &L.k, &L.v, &L.o, &L.q_a, &L.q_b, &L.kv_a, &L.shared_gate, &L.shared_up,
+          &L.shared_down, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
+      interleave(*m);
+    }
+  }
+  interleave(w.lm_head);
+  return copied;
+}
+
 }  // namespace tandem::runtime

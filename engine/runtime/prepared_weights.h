@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "base/result.h"
 #include "engine/model/model.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/weight_matrix.h"
 
 namespace tandem::runtime {
@@ -44,10 +46,20 @@ struct PreparedWeights {
   std::vector<float> output_norm;
   kernels::WeightMatrix lm_head;
   std::vector<PreparedLayer> layers;
+  // The interleaved copies of interleave_dense_matrices (the matrices above point into them).
+  std::vector<std::vector<uint8_t>> interleaved;
 };
 
 // INVALID_ARGUMENT / UNIMPLEMENTED naming the tensor when a type or size is not usable.
 Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
                                         const model::ModelWeights& weights);
+
+// Gives each dense matrix that the active kernels compute faster in its type's interleaved layout
+// on `mode`'s path (kernels::interleaved_layout_preferred: Q4_K with AVX-512 VNNI today) an owned
+// interleaved copy (WeightMatrix::interleaved): the same bits, faster with many tokens (prefill,
+// batched decode), while a lone token still reads the rows. The projections, MLA's q_a / q_b /
+// kv_a, shared experts, dense FFNs and the lm head; the embedding and the per-head MLA matrices
+// keep their rows only. Returns the bytes copied.
+size_t interleave_dense_matrices(PreparedWeights& w, kernels::MatmulActivations mode);
 
 }  // namespace tandem::runtime

@@ -32,6 +32,12 @@ ActivationFormat matmul_activation_format(TensorType type, MatmulActivations mod
 // results to the rows.
 bool interleaved_layout_preferred(TensorType type);
 
+// From this many tokens on, matmul_rows computes a kRows matrix that carries an interleaved copy
+// (WeightMatrix::interleaved) on the copy. One token reads the rows: for a lone token streaming
+// from memory the plain-row kernels were measured faster (dense Q4_K projections in decode, 5 %
+// of a decode step on the Q4_K_M bench model), with many the interleaved ones (docs/benchmarks.md).
+inline constexpr size_t kInterleavedCopyMinTokens = 2;
+
 // Shapes, for every function below: x holds n_tokens rows of w.cols floats, y n_tokens rows of
 // w.rows floats (row-major): y[t * w.rows + r] = sum_c x[t * w.cols + c] * W[r][c].
 // Mismatched spans are bugs of the caller (TANDEM_CHECK).

@@ -104,12 +104,12 @@ struct TokenTile {
 
 // Groups g0, g0 + group_bytes, ... (kGroups of them, `blocks` blocks each) against a tile of
 // kTokens tokens (a wide tile), streaming each block's four quant loads: per load, the tile's
-// activation quants are broadcast once and serve every group of the tile. With `prefetch` (the
-// chunk's first token tile) the groups kGroups * group_bytes further on are prefetched into L2 a
-// block at a time: rows are short (a few KiB a group), so the hardware prefetchers alone leave
-// DRAM streaming well below what this reaches. Prefetches past the matrix end never fault.
+// activation quants are broadcast once and serve every group of the tile. With a prefetch_end
+// (the call's first token tile) each block's prefetch into L2 is x8_prefetch_target's (the next
+// tile's groups, else further on in the same group): rows are short (a few KiB a group), so the
+// hardware prefetchers alone leave DRAM streaming well below what this reaches.
 template <int kGroups, int kTokens>
-void wide_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, bool prefetch,
+void wide_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
                const TokenTile<kTokens>& x, const X8Outputs<kGroups, kTokens>& y) {
   const __m256i biased_values =
       _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
@@ -125,10 +125,12 @@ void wide_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, bool prefet
   }
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* block = g0 + b * kBlockBytes;
-    if (prefetch) {
+    if (prefetch_end != nullptr) {
 #pragma GCC unroll 4
       for (int g = 0; g < kGroups; ++g) {
-        const char* p = reinterpret_cast<const char*>(block + g * group_bytes + ahead);
+        const char* p = x8_prefetch_target(block + g * group_bytes, ahead, kBlockBytes, b, blocks,
+                                           prefetch_end);
+        if (p == nullptr) continue;
         _mm_prefetch(p, _MM_HINT_T1);
         _mm_prefetch(p + 68, _MM_HINT_T1);
       }
@@ -187,16 +189,19 @@ void wide_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, bool prefet
 // One group against a tile of kTokens tokens (a tall tile), unpacking each block once into
 // registers and running every token over it; prefetches the next group as wide_tile does.
 template <int kTokens>
-void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, bool prefetch,
+void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
                const TokenTile<kTokens>& x, const X8Outputs<1, kTokens>& y) {
   __m256 acc[kTokens];
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* block = g + b * kBlockBytes;
-    if (prefetch) {
-      _mm_prefetch(reinterpret_cast<const char*>(block + group_bytes), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(block + group_bytes + 68), _MM_HINT_T1);
+    const char* p = prefetch_end != nullptr ? x8_prefetch_target(block, group_bytes, kBlockBytes, b,
+                                                                 blocks, prefetch_end)
+                                            : nullptr;
+    if (p != nullptr) {
+      _mm_prefetch(p, _MM_HINT_T1);
+      _mm_prefetch(p + 68, _MM_HINT_T1);
     }
     const Unpacked w = unpack(block);
     const __m256 de = scales(block);
@@ -231,10 +236,11 @@ struct Kernel {
       tokens.bias[i] = bias_sums + t * c->blocks;
     }
     const uint8_t* gp = c->groups + g * c->group_bytes;
+    const uint8_t* end = t0 == 0 ? x8_groups_end(*c) : nullptr;
     if constexpr (G == 1) {
-      tall_tile<T>(gp, c->group_bytes, c->blocks, t0 == 0, tokens, y);
+      tall_tile<T>(gp, c->group_bytes, c->blocks, end, tokens, y);
     } else {
-      wide_tile<G, T>(gp, c->group_bytes, c->blocks, t0 == 0, tokens, y);
+      wide_tile<G, T>(gp, c->group_bytes, c->blocks, end, tokens, y);
     }
   }
 };

@@ -87,13 +87,12 @@ struct Tokens {
 };
 
 // Groups g0, g0 + group_bytes, ... (G of them, `blocks` super-blocks each) against the tile's T
-// tokens. With `prefetch` (the tile's first token tile) the next tile's groups are prefetched a
-// super-block at a time.
+// tokens. With a prefetch_end (the call's first token tile) each super-block's prefetch is
+// x8_prefetch_target's.
 template <int G, int T>
-void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, bool prefetch,
+void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
               const Tokens<T>& x, const X8Outputs<G, T>& y) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const size_t ahead = G * group_bytes;
   __m256 sum[G][T];
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g) {
@@ -102,10 +101,12 @@ void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, bool prefetc
   }
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* blk0 = g0 + b * kBlockBytes;
-    if (prefetch) {
+    if (prefetch_end != nullptr) {
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
-        const char* p = reinterpret_cast<const char*>(blk0 + g * group_bytes + ahead);
+        const char* p = x8_prefetch_target(blk0 + g * group_bytes, G * group_bytes, kBlockBytes, b,
+                                           blocks, prefetch_end);
+        if (p == nullptr) continue;
 #pragma GCC unroll 18
         for (size_t off = 0; off < kBlockBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
       }
@@ -218,7 +219,8 @@ struct Kernel {
       tokens.xd[i] = x->d + t * c->blocks;
       tokens.bsums[i] = x->bsums + t * c->blocks * kSumsPerBlock;
     }
-    run_tile<G, T>(c->groups + g * c->group_bytes, c->group_bytes, c->blocks, t0 == 0, tokens, y);
+    run_tile<G, T>(c->groups + g * c->group_bytes, c->group_bytes, c->blocks,
+                   t0 == 0 ? x8_groups_end(*c) : nullptr, tokens, y);
   }
 };
 

@@ -50,6 +50,28 @@ struct X8Call {
   size_t y_stride;
 };
 
+// The end of the call's last group (rows [row_begin, row_end) lie in groups before it).
+inline const uint8_t* x8_groups_end(const X8Call& c) {
+  return c.groups + (c.row_end + kX8GroupRows - 1) / kX8GroupRows * c.group_bytes;
+}
+
+// How far ahead in its own group (rounded up to whole blocks) a tile prefetches when no later tile
+// of the call follows it.
+constexpr size_t kX8PrefetchBytes = 4096;
+
+// What a tile prefetches while it reads block b (of `blocks`, block_bytes each) at `at` in one of
+// its groups: the same block `ahead` bytes on (in the next tile's group, which the next tile reads
+// at the same point of its walk) while that lies before `end` (x8_groups_end); else, in the call's
+// last tile (often its only one: an expert's row block), the block about kX8PrefetchBytes further
+// in the same group; else nothing (null). So no call prefetches past its own rows.
+inline const char* x8_prefetch_target(const uint8_t* at, size_t ahead, size_t block_bytes, size_t b,
+                                      size_t blocks, const uint8_t* end) {
+  if (at + ahead + block_bytes <= end) return reinterpret_cast<const char*>(at + ahead);
+  const size_t step = (kX8PrefetchBytes + block_bytes - 1) / block_bytes;
+  if (b + step < blocks) return reinterpret_cast<const char*>(at + step * block_bytes);
+  return nullptr;
+}
+
 // Where a tile of groups [g, g + G) x tokens [t0, t0 + T) stores: token t's lanes
 // [lane_begin[j], lane_end[j]) of group g + j go to out[j][t][0 ..).
 template <int G, int T>

@@ -56,6 +56,7 @@ WeightMatrix interleave_rows8(const WeightMatrix& w, std::span<uint8_t> dst) {
   WeightMatrix out = w;
   out.data = dst.data();
   out.layout = WeightLayout::kInterleaved8;
+  out.interleaved = nullptr;
   return out;
 }
 

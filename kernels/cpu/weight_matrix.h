@@ -33,6 +33,10 @@ struct WeightMatrix {
   size_t cols = 0;
   size_t row_bytes = 0;
   WeightLayout layout = WeightLayout::kRows;
+  // kRows only, optional: the same rows' interleaved copy (kInterleaved8, interleaved_bytes(*this)
+  // bytes, owned by the caller), which matmul_rows's quantized path reads instead of data from
+  // kInterleavedCopyMinTokens tokens on (matmul.h). Null: the rows only.
+  const uint8_t* interleaved = nullptr;
 
   // kRows only.
   const uint8_t* row_data(size_t r) const { return data + r * row_bytes; }

@@ -206,15 +206,27 @@ TEST_CASE("matmul_rows on interleaved K-quant matrices matches the plain rows", 
     REQUIRE(plain.ok());
     std::vector<uint8_t> buffer(interleaved_bytes(*plain));
     const WeightMatrix inter = interleave_rows8(*plain, buffer);
-    const QuantizedActivations a =
-        testing::random_activations(ActivationFormat::kQ8_K, 6, blocks * kSuper, rng);
-    std::vector<float> want(6 * 24, NAN);
-    std::vector<float> got(6 * 24, NAN);
-    matmul_rows(*plain, view_of(a), want.data(), 24, 12, 36);
-    matmul_rows(inter, view_of(a), got.data(), 24, 12, 36);
-    size_t mismatches = 0;
-    for (size_t i = 0; i < want.size(); ++i) mismatches += bits_of(got[i]) != bits_of(want[i]);
-    CHECK(mismatches == 0);
+    // The rows with their interleaved copy attached (WeightMatrix::interleaved): one token reads
+    // the rows, more the copy; every result the same bits.
+    WeightMatrix both = *plain;
+    both.interleaved = inter.data;
+    for (const size_t n_tokens : {size_t{1}, size_t{2}, size_t{6}}) {
+      INFO(n_tokens << " tokens");
+      const QuantizedActivations a =
+          testing::random_activations(ActivationFormat::kQ8_K, n_tokens, blocks * kSuper, rng);
+      std::vector<float> want(n_tokens * 24, NAN);
+      std::vector<float> got(n_tokens * 24, NAN);
+      std::vector<float> got_both(n_tokens * 24, NAN);
+      matmul_rows(*plain, view_of(a), want.data(), 24, 12, 36);
+      matmul_rows(inter, view_of(a), got.data(), 24, 12, 36);
+      matmul_rows(both, view_of(a), got_both.data(), 24, 12, 36);
+      size_t mismatches = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        mismatches += bits_of(got[i]) != bits_of(want[i]);
+        mismatches += bits_of(got_both[i]) != bits_of(want[i]);
+      }
+      CHECK(mismatches == 0);
+    }
   }
 }
 
