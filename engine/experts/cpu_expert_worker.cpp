@@ -20,10 +20,19 @@ namespace tandem::experts {
 namespace {
 
 // Rows of one work item: gate/up rows of a (expert, block) item of phase 1, down rows of phase 3.
-// Multiples of 16 (the widest SIMD row group); small enough that a layer gives each thread many
-// items to balance with, large enough that an item's hand-off is noise.
-constexpr size_t kGateUpRows = 32;
-constexpr size_t kDownRows = 64;
+// At least kMinGateUpRows / kMinDownRows (multiples of 16, the widest SIMD row group), and
+// otherwise as many as still give every thread kItemsPerThread items to balance with: each item
+// starts its rows cold (its kernel's prefetches run ahead only inside the item), so in decode,
+// where a layer's few experts each see one token and the weights stream from memory, short items
+// leave much of each one unprefetched.
+constexpr size_t kMinGateUpRows = 32;
+constexpr size_t kMinDownRows = 64;
+constexpr size_t kItemsPerThread = 4;
+
+size_t rows_per_item(size_t rows, size_t n_active, size_t threads, size_t min_rows) {
+  const size_t per = rows * n_active / (threads * kItemsPerThread) / min_rows * min_rows;
+  return std::clamp(per, min_rows, std::max(rows, min_rows));
+}
 
 // Below this many pairs the quantization of the hidden activations stays on the calling thread.
 constexpr size_t kParallelQuantizeRows = 32;
@@ -271,20 +280,22 @@ Status CpuExpertWorker::run(const ExpertJob& job) {
 
   // Phase 1: h[j] = act(gate x_j + b_g, up x_j + b_u) for pair j, by (expert, block of ffn rows).
   if (hidden_.size() < n_pairs * ffn) hidden_.resize(n_pairs * ffn);
-  const size_t up_blocks = blocks_of(ffn, kGateUpRows);
+  const size_t threads = pool_ != nullptr ? pool_->n_threads() : 1;
+  const size_t up_rows = rows_per_item(ffn, n_active, threads, kMinGateUpRows);
+  const size_t up_blocks = blocks_of(ffn, up_rows);
   run_parallel(n_active * up_blocks, [&](size_t item) {
-    const auto [m, p0, n, r0, r1] = item_of(item, up_blocks, kGateUpRows, ffn);
+    const auto [m, p0, n, r0, r1] = item_of(item, up_blocks, up_rows, ffn);
     const kernels::ActivationRows x = kernels::view_of(pair_in_, p0, p0 + n);
     thread_local std::vector<float> up;
-    if (up.size() < n * kGateUpRows) up.resize(n * kGateUpRows);
+    if (up.size() < n * up_rows) up.resize(n * up_rows);
     float* gate = hidden_.data() + p0 * ffn + r0;
     kernels::matmul_rows(m.gate, x, gate, ffn, r0, r1);
-    kernels::matmul_rows(m.up, x, up.data(), kGateUpRows, r0, r1);
+    kernels::matmul_rows(m.up, x, up.data(), up_rows, r0, r1);
     const float* gate_bias = m.gate_bias != nullptr ? m.gate_bias + r0 : nullptr;
     const float* up_bias = m.up_bias != nullptr ? m.up_bias + r0 : nullptr;
     for (size_t t = 0; t < n; ++t) {
       float* g_row = gate + t * ffn;
-      float* u_row = up.data() + t * kGateUpRows;
+      float* u_row = up.data() + t * up_rows;
       add_bias(g_row, gate_bias, r1 - r0);
       add_bias(u_row, up_bias, r1 - r0);
       activate(activation_, std::span<float>(g_row, r1 - r0),
@@ -313,17 +324,18 @@ Status CpuExpertWorker::run(const ExpertJob& job) {
 
   // Phase 3: pair_out[pair] = down h[j], by (expert, block of hidden rows), written straight into
   // the pair's output row.
-  const size_t down_blocks = blocks_of(hidden, kDownRows);
+  const size_t down_rows = rows_per_item(hidden, n_active, threads, kMinDownRows);
+  const size_t down_blocks = blocks_of(hidden, down_rows);
   run_parallel(n_active * down_blocks, [&](size_t item) {
-    const auto [m, p0, n, r0, r1] = item_of(item, down_blocks, kDownRows, hidden);
+    const auto [m, p0, n, r0, r1] = item_of(item, down_blocks, down_rows, hidden);
     const kernels::ActivationRows x = kernels::row_range(mid_all, p0, p0 + n);
     thread_local std::vector<float> out;
-    if (out.size() < n * kDownRows) out.resize(n * kDownRows);
-    kernels::matmul_rows(m.down, x, out.data(), kDownRows, r0, r1);
+    if (out.size() < n * down_rows) out.resize(n * down_rows);
+    kernels::matmul_rows(m.down, x, out.data(), down_rows, r0, r1);
     const float* down_bias = m.down_bias != nullptr ? m.down_bias + r0 : nullptr;
     for (size_t t = 0; t < n; ++t) {
-      add_bias(out.data() + t * kDownRows, down_bias, r1 - r0);
-      std::copy_n(out.data() + t * kDownRows, r1 - r0,
+      add_bias(out.data() + t * down_rows, down_bias, r1 - r0);
+      std::copy_n(out.data() + t * down_rows, r1 - r0,
                   job.pair_out.data() + static_cast<size_t>(g.pairs[p0 + t]) * hidden + r0);
     }
   });

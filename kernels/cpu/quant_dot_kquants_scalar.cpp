@@ -203,7 +203,7 @@ void repack_q4_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* gr
         dst[96 + k] |= static_cast<uint8_t>(((scales[j] >> 4) << high_shift) |
                                             ((mins[j] >> 4) << (high_shift + 4)));
       }
-      for (size_t l = 0; l < 128; ++l) dst[x8_quant_offset(i, l)] = src[16 + l];
+      for (size_t l = 0; l < 128; l += 4) std::memcpy(dst + x8_quant_offset(i, l), src + 16 + l, 4);
     }
   }
 }
