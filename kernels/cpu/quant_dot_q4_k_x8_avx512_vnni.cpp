@@ -1,236 +1,35 @@
 // AVX-512 VNNI (+F/BW/VL, 256-bit lanes) dot product of Q4_K weights in the interleaved x8 layout
-// (quant_dot.h) with Q8_K activations, bit-identical to the scalar reference dot_q4_k_scalar on the
-// plain rows.
-//
-// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -ffp-contract=off but linked into
-// binaries that run on any x86-64: everything except the exported function is in the anonymous
-// namespace, and nothing inline or templated is shared with other files.
-//
-// Technique: one 32-bit lane per weight row, no horizontal reduction. Per sub-block pair c and
-// quad m, one 32-byte load holds four quants of sub-block 2c (low nibbles) and of 2c + 1 (high
-// nibbles) of each of the eight rows; the matching four activation quants broadcast to every lane
-// make one vpdpbusd (unsigned nibbles x signed quants, four products per lane, exact int32) per
-// sub-block, where the plain-row kernels need a maddubs and a madd per 32 products. After a
-// sub-block's eight quads each lane holds its row's exact sub-block sum, multiplied (vpmulld) by
-// that row's scale and added into isum. imin = sum_j min_j * (bsums[2j] + bsums[2j + 1]) is four
-// vpmaddwd of (min_2c, min_2c+1) int16 pairs with the token's pair sums. Then, lane-wise and in
-// block order, the reference's ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)) and
-// sum + term as separate instructions. Every integer is exact: |sub-block sum| <= 32 * 15 * 128,
-// times a scale <= 63 and eight of them stay below 2^25.
-//
-// Register blocking: tiles of G groups x T tokens (G * T = 4: 4 x 1 and 2 x 2 below four
-// tokens, 1 x 4 from there on, with 1 x 2 and 1 x 1 for the rest) share each quant load among the
-// tile's tokens and each activation broadcast among its groups; the (scale, min) vectors of a
-// group's super-block are unpacked once per tile into a small stack table.
+// with Q8_K activations (quant_dot_q4_k_x8_tiles.h): one vpdpbusd per four quants of a sub-block
+// for all eight rows, scaled by vpmulld. Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+// -ffp-contract=off; only the exported function has external linkage.
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cpu/quant_dot.h"
-#include "kernels/cpu/quant_dot_x8_walk.h"
 
 namespace tandem::kernels::detail {
 namespace {
 
-constexpr size_t kSuper = 256;
-constexpr size_t kBlockBytes = 1152;  // one super-block of a group (quant_dot.h)
-constexpr size_t kQuantOffset = 128;
-constexpr size_t kSumsPerBlock = 16;  // Q8_K bsums per super-block
-
-// A group super-block's scales and mins, unpacked: sc[j] holds row i's scale of sub-block j in
-// int32 lane i; mins[c] holds (min_2c, min_2c+1) of row i as the two int16 halves of lane i.
-struct Scales {
-  __m256i sc[8];
-  __m256i mins[4];
-};
-
-[[gnu::always_inline]] inline void unpack_scales(const uint8_t* blk, Scales& s) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i top2 = _mm256_set1_epi8(0x30);
-  const __m256i sv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32));
-  const __m256i mv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64));
-  const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 96));
-  // Entries 0..31 (sub-blocks 0-3) and 32..63 (sub-blocks 4-7), one byte each.
-  alignas(32) uint8_t sc[64];
-  alignas(32) uint8_t mn[64];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sc),
-                     _mm256_or_si256(_mm256_and_si256(sv, low4),
-                                     _mm256_and_si256(_mm256_slli_epi16(hv, 4), top2)));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sc + 32),
-                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(sv, 4), low4),
-                                     _mm256_and_si256(_mm256_slli_epi16(hv, 2), top2)));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(mn),
-                     _mm256_or_si256(_mm256_and_si256(mv, low4), _mm256_and_si256(hv, top2)));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(mn + 32),
-                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(mv, 4), low4),
-                                     _mm256_and_si256(_mm256_srli_epi16(hv, 2), top2)));
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    s.sc[j] = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * j)));
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m128i even = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn + 16 * c));
-    const __m128i odd = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn + 16 * c + 8));
-    s.mins[c] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(even, odd));
-  }
-}
-
-// A tile's tokens: token t's quants, scales and bsums.
-template <int T>
-struct Tokens {
-  const int8_t* xq[T];
-  const float* xd[T];
-  const int16_t* bsums[T];
-};
-
-// Groups g0, g0 + group_bytes, ... (G of them, `blocks` super-blocks each) against the tile's T
-// tokens. With a prefetch_end (the call's first token tile) each super-block's prefetch is
-// x8_prefetch_target's.
-template <int G, int T>
-void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
-              const Tokens<T>& x, const X8Outputs<G, T>& y) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  __m256 sum[G][T];
-#pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) sum[g][t] = _mm256_setzero_ps();
-  }
-  for (size_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk0 = g0 + b * kBlockBytes;
-    if (prefetch_end != nullptr) {
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        const char* p = x8_prefetch_target(blk0 + g * group_bytes, G * group_bytes, kBlockBytes, b,
-                                           blocks, prefetch_end);
-        if (p == nullptr) continue;
-#pragma GCC unroll 18
-        for (size_t off = 0; off < kBlockBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-      }
-    }
-    Scales s[G];
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) unpack_scales(blk0 + g * group_bytes, s[g]);
-    __m256i isum[G][T];
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) isum[g][t] = _mm256_setzero_si256();
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      __m256i lo[G][T];
-      __m256i hi[G][T];
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          lo[g][t] = _mm256_setzero_si256();
-          hi[g][t] = _mm256_setzero_si256();
-        }
-      }
-#pragma GCC unroll 8
-      for (int m = 0; m < 8; ++m) {
-        __m256i xl[T];
-        __m256i xh[T];
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          const int8_t* xb = x.xq[t] + b * kSuper + 64 * c + 4 * m;
-          xl[t] = broadcast4(xb);
-          xh[t] = broadcast4(xb + 32);
-        }
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-              blk0 + g * group_bytes + kQuantOffset + 32 * (8 * c + m)));
-          const __m256i wl = _mm256_and_si256(v, low4);
-          const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-#pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) {
-            lo[g][t] = _mm256_dpbusd_epi32(lo[g][t], wl, xl[t]);
-            hi[g][t] = _mm256_dpbusd_epi32(hi[g][t], wh, xh[t]);
-          }
-        }
-      }
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          isum[g][t] = _mm256_add_epi32(isum[g][t], _mm256_mullo_epi32(lo[g][t], s[g].sc[2 * c]));
-          isum[g][t] =
-              _mm256_add_epi32(isum[g][t], _mm256_mullo_epi32(hi[g][t], s[g].sc[2 * c + 1]));
-        }
-      }
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      // The token's eight sub-block sums bsums[2j] + bsums[2j + 1] (|.| <= 4096), as int16 pairs
-      // (j = 2c, 2c + 1) broadcast per c.
-      const int16_t* bs = x.bsums[t] + b * kSumsPerBlock;
-      const __m128i pairs =
-          _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bs)),
-                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(bs + 8)));
-      const __m256i p = _mm256_castsi128_si256(pairs);
-      const __m256 dx = _mm256_set1_ps(x.xd[t][b]);
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        __m256i imin =
-            _mm256_madd_epi16(s[g].mins[0], _mm256_permutexvar_epi32(_mm256_set1_epi32(0), p));
-#pragma GCC unroll 3
-        for (int c = 1; c < 4; ++c) {
-          imin = _mm256_add_epi32(
-              imin,
-              _mm256_madd_epi16(s[g].mins[c], _mm256_permutexvar_epi32(_mm256_set1_epi32(c), p)));
-        }
-        const uint8_t* blk = blk0 + g * group_bytes;
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-        const __m256 dmin =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
-        const __m256 term =
-            _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[g][t])),
-                          _mm256_mul_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(imin)));
-        sum[g][t] = _mm256_add_ps(sum[g][t], term);
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) store_lanes(sum[g][t], y.out[g][t], y.lane_begin[g], y.lane_end[g]);
-  }
-}
-
-// The x8_walk kernel of one call.
-struct Kernel {
-  static constexpr size_t kTallMinTokens = 4;
-  static constexpr size_t kTallTokens = 4;
-  const X8Call* c;
-  const ActivationRows* x;
-
-  template <int G, int T>
-  void tile(size_t g, size_t t0, const X8Outputs<G, T>& y) const {
-    Tokens<T> tokens;
-    for (int i = 0; i < T; ++i) {
-      const size_t t = t0 + static_cast<size_t>(i);
-      tokens.xq[i] = x->qs + t * x->cols;
-      tokens.xd[i] = x->d + t * c->blocks;
-      tokens.bsums[i] = x->bsums + t * c->blocks * kSumsPerBlock;
-    }
-    run_tile<G, T>(c->groups + g * c->group_bytes, c->group_bytes, c->blocks,
-                   t0 == 0 ? x8_groups_end(*c) : nullptr, tokens, y);
+struct Q4KX8Isa {
+  static __m256i scale_vector(__m256i s32) { return s32; }
+  static __m256i step(__m256i acc, __m256i w, __m256i x) { return _mm256_dpbusd_epi32(acc, w, x); }
+  static __m256i finish(__m256i isum, __m256i acc, __m256i scale) {
+    return _mm256_add_epi32(isum, _mm256_mullo_epi32(acc, scale));
   }
 };
 
 }  // namespace
+}  // namespace tandem::kernels::detail
+
+#include "kernels/cpu/quant_dot_q4_k_x8_tiles.h"
+
+namespace tandem::kernels::detail {
 
 void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride) {
-  const size_t blocks = x.cols / kSuper;
-  const X8Call c{groups, blocks * kBlockBytes, blocks, row_begin, row_end, x.n_tokens, y, y_stride};
-  x8_walk(c, Kernel{&c, &x});
+  dot_q4_k_x8(groups, row_begin, row_end, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/activation_rows.h"
@@ -27,7 +28,7 @@ using testing::put_fp16;
 constexpr size_t kSuper = 256;
 
 // One K-quant type with an x8 layout: its plain block size, where its fp16 scales sit, its plain
-// scalar reference and its repack.
+// scalar reference, its repack and its x8 kernels (the SIMD ones with the variant that runs them).
 struct X8Type {
   const char* name;
   TensorType type;
@@ -35,10 +36,24 @@ struct X8Type {
   std::vector<size_t> fp16_offsets;
   detail::QuantDotFn plain;
   detail::RepackFn repack;
+  detail::InterleavedDotFn scalar_x8;
+  std::vector<std::pair<MatmulVariant, detail::InterleavedDotFn>> simd_x8;
 };
 
-const X8Type kQ4K{"q4_K", TensorType::kQ4_K,        144,
-                  {0, 2}, &detail::dot_q4_k_scalar, &detail::repack_q4_k_x8};
+#if defined(__x86_64__) || defined(_M_X64)
+#define TANDEM_X8_SIMD(fn) &detail::fn
+#else
+#define TANDEM_X8_SIMD(fn) nullptr
+#endif
+
+const X8Type kQ4K{"q4_K",
+                  TensorType::kQ4_K,
+                  144,
+                  {0, 2},
+                  &detail::dot_q4_k_scalar,
+                  &detail::repack_q4_k_x8,
+                  &detail::dot_q4_k_x8_scalar,
+                  {{MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q4_k_x8_avx512_vnni)}}};
 
 // rows x blocks random super-blocks of type k (plain rows, packed), fp16 scales in [0.001, 0.01];
 // with `extremes`, every other byte 0xff (Q4_K: quants 15, scales and mins 63).
@@ -62,7 +77,8 @@ std::vector<uint8_t> repacked(const X8Type& k, const std::vector<uint8_t>& w, si
   return groups;
 }
 
-// The interleaved kernels to check: the scalar one and each SIMD one this CPU runs.
+// The interleaved kernels to check: the scalar one and each SIMD one this CPU runs, whether or not
+// the weight-type table uses it (it does where interleaved_layout_preferred measured faster).
 struct X8Kernel {
   std::string name;
   detail::InterleavedDotFn fn;
@@ -72,16 +88,15 @@ std::vector<X8Kernel> x8_kernels(const X8Type& k) {
   const WeightTypeKernels* row = weight_type_kernels(k.type);
   REQUIRE(row != nullptr);
   REQUIRE(row->interleave == k.repack);
-  std::vector<X8Kernel> out;
-  for (const MatmulVariant v : {MatmulVariant::kScalar, MatmulVariant::kAvx2,
-                                MatmulVariant::kAvx512, MatmulVariant::kAvx512Vnni}) {
-    const detail::InterleavedDotFn fn = row->interleaved_dot[static_cast<size_t>(v)];
+  std::vector<X8Kernel> out{{std::string(k.name) + " scalar", k.scalar_x8}};
+  for (const auto& [variant, fn] : k.simd_x8) {
     if (fn == nullptr) continue;
-    if (!matmul_variant_supported(v)) {
-      WARN(k.name << " x8 " << matmul_variant_name(v) << " kernel skipped: this CPU cannot run it");
+    if (!matmul_variant_supported(variant)) {
+      WARN(k.name << " x8 " << matmul_variant_name(variant)
+                  << " kernel skipped: this CPU cannot run it");
       continue;
     }
-    out.push_back({std::string(k.name) + " " + std::string(matmul_variant_name(v)), fn});
+    out.push_back({std::string(k.name) + " " + std::string(matmul_variant_name(variant)), fn});
   }
   return out;
 }
