@@ -7,12 +7,20 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "kernels/cpu/activation_quantize.h"
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/matmul_dispatch.h"
+
+#ifdef TANDEM_MATMUL_X86
+#define TANDEM_QUANTIZER(name) detail::name##_avx2
+#else
+#define TANDEM_QUANTIZER(name) detail::name##_scalar
+#endif
 
 namespace tandem::kernels {
-namespace {
+namespace detail {
 
-void quantize_row_q8_0(const float* x, size_t cols, int8_t* qs, float* d) {
+void quantize_row_q8_0_scalar(const float* x, size_t cols, int8_t* qs, float* d) {
   for (size_t b = 0; b < cols / kQ8_0BlockElements; ++b) {
     const float* src = x + b * kQ8_0BlockElements;
     int8_t* q = qs + b * kQ8_0BlockElements;
@@ -30,7 +38,7 @@ void quantize_row_q8_0(const float* x, size_t cols, int8_t* qs, float* d) {
   }
 }
 
-void quantize_row_q8_k(const float* x, size_t cols, int8_t* qs, float* d, int16_t* bsums) {
+void quantize_row_q8_k_scalar(const float* x, size_t cols, int8_t* qs, float* d, int16_t* bsums) {
   for (size_t b = 0; b < cols / kQ8_KBlockElements; ++b) {
     const float* src = x + b * kQ8_KBlockElements;
     int8_t* q = qs + b * kQ8_KBlockElements;
@@ -63,6 +71,20 @@ void quantize_row_q8_k(const float* x, size_t cols, int8_t* qs, float* d, int16_
     }
     d[b] = 1.0f / iscale;
   }
+}
+
+}  // namespace detail
+
+namespace {
+
+// The AVX2 quantizers where this build has them and the active matmul variant is not the scalar
+// reference (TANDEM_CPU_KERNELS=scalar keeps every kernel on the reference).
+bool simd_quantizers() {
+#ifdef TANDEM_MATMUL_X86
+  return active_matmul_variant() != MatmulVariant::kScalar;
+#else
+  return false;
+#endif
 }
 
 }  // namespace
@@ -145,6 +167,9 @@ void quantize_activation_rows(std::span<const float> x, size_t t0, size_t t1,
                               QuantizedActivations& out) {
   TANDEM_CHECK(t0 <= t1 && t1 <= out.n_tokens && x.size() >= out.n_tokens * out.cols);
   const size_t cols = out.cols;
+  const bool simd = simd_quantizers();
+  const auto q8_0 = simd ? TANDEM_QUANTIZER(quantize_row_q8_0) : detail::quantize_row_q8_0_scalar;
+  const auto q8_k = simd ? TANDEM_QUANTIZER(quantize_row_q8_k) : detail::quantize_row_q8_k_scalar;
   for (size_t t = t0; t < t1; ++t) {
     const float* row = x.data() + t * cols;
     switch (out.format) {
@@ -152,13 +177,11 @@ void quantize_activation_rows(std::span<const float> x, size_t t0, size_t t1,
         std::memcpy(out.f32.data() + t * cols, row, cols * sizeof(float));
         break;
       case ActivationFormat::kQ8_0:
-        quantize_row_q8_0(row, cols, out.qs.data() + t * cols,
-                          out.d.data() + t * (cols / kQ8_0BlockElements));
+        q8_0(row, cols, out.qs.data() + t * cols, out.d.data() + t * (cols / kQ8_0BlockElements));
         break;
       case ActivationFormat::kQ8_K:
-        quantize_row_q8_k(row, cols, out.qs.data() + t * cols,
-                          out.d.data() + t * (cols / kQ8_KBlockElements),
-                          out.bsums.data() + t * (cols / kQ8_KSumElements));
+        q8_k(row, cols, out.qs.data() + t * cols, out.d.data() + t * (cols / kQ8_KBlockElements),
+             out.bsums.data() + t * (cols / kQ8_KSumElements));
         break;
     }
   }
