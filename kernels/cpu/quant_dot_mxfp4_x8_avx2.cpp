@@ -16,11 +16,8 @@
 // term = float(isum) * (de * dx) and acc = acc + term as separate instructions: the scalar
 // reference's float operations for each row.
 //
-// Register blocking (the walk of quant_dot_x8_walk.h): with fewer than four tokens, "wide" tiles of
-// four groups x one token or two groups x two tokens stream each quant load through every group of
-// the tile, so one activation broadcast serves several groups (the broadcasts share the shuffle
-// ports with the nibble lookups); with more tokens, "tall" tiles unpack a group's block once into
-// registers and run up to eight tokens over it.
+// Register blocking (the walk of quant_dot_x8_walk.h): one group per tile, its block unpacked
+// once into registers and up to eight tokens run over it.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -102,92 +99,11 @@ struct TokenTile {
   const int32_t* bias[kTokens];
 };
 
-// Groups g0, g0 + group_bytes, ... (kGroups of them, `blocks` blocks each) against a tile of
-// kTokens tokens (a wide tile), streaming each block's four quant loads: per load, the tile's
-// activation quants are broadcast once and serve every group of the tile. With a prefetch_end
-// (the call's first token tile) each block's prefetch into L2 is x8_prefetch_target's (the next
-// tile's groups, else further on in the same group): rows are short (a few KiB a group), so the
-// hardware prefetchers alone leave DRAM streaming well below what this reaches.
-template <int kGroups, int kTokens>
-void wide_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
-               const TokenTile<kTokens>& x, const X8Outputs<kGroups, kTokens>& y) {
-  const __m256i biased_values =
-      _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
-                       12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-  const __m256i mask = _mm256_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const size_t ahead = kGroups * group_bytes;
-  __m256 acc[kGroups][kTokens];
-#pragma GCC unroll 4
-  for (int g = 0; g < kGroups; ++g) {
-#pragma GCC unroll 4
-    for (int t = 0; t < kTokens; ++t) acc[g][t] = _mm256_setzero_ps();
-  }
-  for (size_t b = 0; b < blocks; ++b) {
-    const uint8_t* block = g0 + b * kBlockBytes;
-    if (prefetch_end != nullptr) {
-#pragma GCC unroll 4
-      for (int g = 0; g < kGroups; ++g) {
-        const char* p = x8_prefetch_target(block + g * group_bytes, ahead, kBlockBytes, b, blocks,
-                                           prefetch_end);
-        if (p == nullptr) continue;
-        _mm_prefetch(p, _MM_HINT_T1);
-        _mm_prefetch(p + 68, _MM_HINT_T1);
-      }
-    }
-    // lo[g][t] / hi[g][t]: int16 sums of u * x over the low / high nibbles (each at most
-    // 4 * 6144 = 24576 in magnitude, see block_sums).
-    __m256i lo[kGroups][kTokens];
-    __m256i hi[kGroups][kTokens];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      __m256i xl[kTokens];
-      __m256i xh[kTokens];
-#pragma GCC unroll 4
-      for (int t = 0; t < kTokens; ++t) {
-        xl[t] = broadcast4(x.xq[t] + b * kBlock + 4 * k);
-        xh[t] = broadcast4(x.xq[t] + b * kBlock + 16 + 4 * k);
-      }
-#pragma GCC unroll 4
-      for (int g = 0; g < kGroups; ++g) {
-        const __m256i v = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(block + g * group_bytes + kScaleBytes + 32 * k));
-        const __m256i wl = _mm256_shuffle_epi8(biased_values, _mm256_and_si256(v, mask));
-        const __m256i wh =
-            _mm256_shuffle_epi8(biased_values, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
-#pragma GCC unroll 4
-        for (int t = 0; t < kTokens; ++t) {
-          const __m256i pl = _mm256_maddubs_epi16(wl, xl[t]);
-          const __m256i ph = _mm256_maddubs_epi16(wh, xh[t]);
-          lo[g][t] = k == 0 ? pl : _mm256_add_epi16(lo[g][t], pl);
-          hi[g][t] = k == 0 ? ph : _mm256_add_epi16(hi[g][t], ph);
-        }
-      }
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < kGroups; ++g) {
-      const __m256 de = scales(block + g * group_bytes);
-#pragma GCC unroll 4
-      for (int t = 0; t < kTokens; ++t) {
-        const __m256i sums =
-            _mm256_add_epi32(_mm256_madd_epi16(lo[g][t], ones), _mm256_madd_epi16(hi[g][t], ones));
-        const __m256i isum = _mm256_sub_epi32(sums, _mm256_set1_epi32(x.bias[t][b]));
-        const __m256 scale = _mm256_mul_ps(de, _mm256_set1_ps(x.xd[t][b]));
-        acc[g][t] = _mm256_add_ps(acc[g][t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale));
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int g = 0; g < kGroups; ++g) {
-#pragma GCC unroll 4
-    for (int t = 0; t < kTokens; ++t) {
-      store_lanes(acc[g][t], y.out[g][t], y.lane_begin[g], y.lane_end[g]);
-    }
-  }
-}
-
-// One group against a tile of kTokens tokens (a tall tile), unpacking each block once into
-// registers and running every token over it; prefetches the next group as wide_tile does.
+// One group against a tile of kTokens tokens, unpacking each block once into registers and running
+// every token over it. With a prefetch_end (the call's first token tile) each block's prefetch into
+// L2 is x8_prefetch_target's (the next group, else further on in the same group): rows are short
+// (a few KiB a group), so the hardware prefetchers alone leave DRAM streaming well below what this
+// reaches.
 template <int kTokens>
 void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
                const TokenTile<kTokens>& x, const X8Outputs<1, kTokens>& y) {
@@ -218,10 +134,9 @@ void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, const uint8_
     store_lanes(acc[t], y.out[0][t], y.lane_begin[0], y.lane_end[0]);
 }
 
-// The x8_walk kernel of one call: tall tiles from kTallMinTokens tokens on, eight tokens at most.
+// The x8_walk kernel of one call: eight tokens at most per tile.
 struct Kernel {
-  static constexpr size_t kTallMinTokens = 4;
-  static constexpr size_t kTallTokens = 8;
+  static constexpr size_t kMaxTokens = 8;
   const X8Call* c;
   const ActivationRows* x;
   const int32_t* bias_sums;
@@ -235,13 +150,8 @@ struct Kernel {
       tokens.xd[i] = x->d + t * c->blocks;
       tokens.bias[i] = bias_sums + t * c->blocks;
     }
-    const uint8_t* gp = c->groups + g * c->group_bytes;
     const uint8_t* end = t0 == 0 ? x8_groups_end(*c) : nullptr;
-    if constexpr (G == 1) {
-      tall_tile<T>(gp, c->group_bytes, c->blocks, end, tokens, y);
-    } else {
-      wide_tile<G, T>(gp, c->group_bytes, c->blocks, end, tokens, y);
-    }
+    tall_tile<T>(c->groups + g * c->group_bytes, c->group_bytes, c->blocks, end, tokens, y);
   }
 };
 

@@ -26,10 +26,9 @@
 // Every integer is exact: |sub-block sum| <= 32 * 15 * 128, times a scale <= 63 and eight of them
 // stay below 2^25.
 //
-// Register blocking: the tiles of quant_dot_x8_walk.h (G * T = 4: 4 x 1 and 2 x 2 below four
-// tokens, 1 x 4 from there on, with 1 x 2 and 1 x 1 for the rest) share each quant load among the
-// tile's tokens and each activation broadcast among its groups; the (scale, min) vectors of a
-// group's super-block are unpacked once per tile.
+// Register blocking: the tiles of quant_dot_x8_walk.h (one group x 4, 2 or 1 tokens) share each
+// quant load among the tile's tokens; the (scale, min) vectors of a group's super-block are
+// unpacked once per tile.
 #pragma once
 
 #include <immintrin.h>
@@ -98,131 +97,97 @@ struct Tokens {
   const int16_t* bsums[T];
 };
 
-// Groups g0, g0 + group_bytes, ... (G of them, `blocks` super-blocks each) against the tile's T
+// One group (at g0, `blocks` super-blocks; the next group group_bytes on) against the tile's T
 // tokens. With a prefetch_end (the call's first token tile) each super-block's prefetch is
 // x8_prefetch_target's.
-template <int G, int T>
+template <int T>
 void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
-              const Tokens<T>& x, const X8Outputs<G, T>& y) {
+              const Tokens<T>& x, const X8Outputs<1, T>& y) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  __m256 sum[G][T];
+  __m256 sum[T];
 #pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) sum[g][t] = _mm256_setzero_ps();
-  }
+  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk0 = g0 + b * kBlockBytes;
-    if (prefetch_end != nullptr) {
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        const char* p = x8_prefetch_target(blk0 + g * group_bytes, G * group_bytes, kBlockBytes, b,
-                                           blocks, prefetch_end);
-        if (p == nullptr) continue;
+    const uint8_t* blk = g0 + b * kBlockBytes;
+    const char* p = prefetch_end != nullptr
+                        ? x8_prefetch_target(blk, group_bytes, kBlockBytes, b, blocks, prefetch_end)
+                        : nullptr;
+    if (p != nullptr) {
 #pragma GCC unroll 18
-        for (size_t off = 0; off < kBlockBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-      }
+      for (size_t off = 0; off < kBlockBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
     }
-    Scales s[G];
+    Scales s;
+    unpack_scales(blk, s);
+    __m256i isum[T];
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) unpack_scales(blk0 + g * group_bytes, s[g]);
-    __m256i isum[G][T];
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) isum[g][t] = _mm256_setzero_si256();
-    }
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      __m256i lo[G][T];
-      __m256i hi[G][T];
+      __m256i lo[T];
+      __m256i hi[T];
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          lo[g][t] = _mm256_setzero_si256();
-          hi[g][t] = _mm256_setzero_si256();
-        }
+      for (int t = 0; t < T; ++t) {
+        lo[t] = _mm256_setzero_si256();
+        hi[t] = _mm256_setzero_si256();
       }
 #pragma GCC unroll 8
       for (int m = 0; m < 8; ++m) {
-        __m256i xl[T];
-        __m256i xh[T];
+        const __m256i v = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(blk + kQuantOffset + 32 * (8 * c + m)));
+        const __m256i wl = _mm256_and_si256(v, low4);
+        const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* xb = x.xq[t] + b * kSuper + 64 * c + 4 * m;
-          xl[t] = broadcast4(xb);
-          xh[t] = broadcast4(xb + 32);
-        }
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-              blk0 + g * group_bytes + kQuantOffset + 32 * (8 * c + m)));
-          const __m256i wl = _mm256_and_si256(v, low4);
-          const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-#pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) {
-            lo[g][t] = Q4KX8Isa::step(lo[g][t], wl, xl[t]);
-            hi[g][t] = Q4KX8Isa::step(hi[g][t], wh, xh[t]);
-          }
+          lo[t] = Q4KX8Isa::step(lo[t], wl, broadcast4(xb));
+          hi[t] = Q4KX8Isa::step(hi[t], wh, broadcast4(xb + 32));
         }
       }
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          isum[g][t] = Q4KX8Isa::finish(isum[g][t], lo[g][t], s[g].sc[2 * c]);
-          isum[g][t] = Q4KX8Isa::finish(isum[g][t], hi[g][t], s[g].sc[2 * c + 1]);
-        }
+      for (int t = 0; t < T; ++t) {
+        isum[t] = Q4KX8Isa::finish(isum[t], lo[t], s.sc[2 * c]);
+        isum[t] = Q4KX8Isa::finish(isum[t], hi[t], s.sc[2 * c + 1]);
       }
     }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256 dmin =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       // The token's eight sub-block sums bsums[2j] + bsums[2j + 1] (|.| <= 4096), as int16 pairs
       // (j = 2c, 2c + 1) broadcast per c.
       const int16_t* bs = x.bsums[t] + b * kSumsPerBlock;
-      const __m128i pairs =
+      const __m256i pairs = _mm256_castsi128_si256(
           _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bs)),
-                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(bs + 8)));
-      const __m256i p = _mm256_castsi128_si256(pairs);
-      const __m256 dx = _mm256_set1_ps(x.xd[t][b]);
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        __m256i imin =
-            _mm256_madd_epi16(s[g].mins[0], _mm256_permutevar8x32_epi32(p, _mm256_set1_epi32(0)));
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(bs + 8))));
+      __m256i imin =
+          _mm256_madd_epi16(s.mins[0], _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(0)));
 #pragma GCC unroll 3
-        for (int c = 1; c < 4; ++c) {
-          imin = _mm256_add_epi32(
-              imin, _mm256_madd_epi16(s[g].mins[c],
-                                      _mm256_permutevar8x32_epi32(p, _mm256_set1_epi32(c))));
-        }
-        const uint8_t* blk = blk0 + g * group_bytes;
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-        const __m256 dmin =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
-        const __m256 term =
-            _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[g][t])),
-                          _mm256_mul_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(imin)));
-        sum[g][t] = _mm256_add_ps(sum[g][t], term);
+      for (int c = 1; c < 4; ++c) {
+        imin = _mm256_add_epi32(
+            imin,
+            _mm256_madd_epi16(s.mins[c], _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(c))));
       }
+      const __m256 dx = _mm256_set1_ps(x.xd[t][b]);
+      const __m256 term =
+          _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[t])),
+                        _mm256_mul_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(imin)));
+      sum[t] = _mm256_add_ps(sum[t], term);
     }
   }
 #pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) store_lanes(sum[g][t], y.out[g][t], y.lane_begin[g], y.lane_end[g]);
-  }
+  for (int t = 0; t < T; ++t) store_lanes(sum[t], y.out[0][t], y.lane_begin[0], y.lane_end[0]);
 }
 
 // The x8_walk kernel of one call.
 struct Kernel {
-  static constexpr size_t kTallMinTokens = 4;
-  static constexpr size_t kTallTokens = 4;
+  static constexpr size_t kMaxTokens = 4;
   const X8Call* c;
   const ActivationRows* x;
 
   template <int G, int T>
   void tile(size_t g, size_t t0, const X8Outputs<G, T>& y) const {
+    static_assert(G == 1, "the walk runs one group per tile");
     Tokens<T> tokens;
     for (int i = 0; i < T; ++i) {
       const size_t t = t0 + static_cast<size_t>(i);
@@ -230,8 +195,8 @@ struct Kernel {
       tokens.xd[i] = x->d + t * c->blocks;
       tokens.bsums[i] = x->bsums + t * c->blocks * kSumsPerBlock;
     }
-    run_tile<G, T>(c->groups + g * c->group_bytes, c->group_bytes, c->blocks,
-                   t0 == 0 ? x8_groups_end(*c) : nullptr, tokens, y);
+    run_tile<T>(c->groups + g * c->group_bytes, c->group_bytes, c->blocks,
+                t0 == 0 ? x8_groups_end(*c) : nullptr, tokens, y);
   }
 };
 

@@ -2,7 +2,10 @@
 // gate matrix (768 x 2048), one thread, for every weight type of the kernel table on its quantized
 // and float paths (and, for types with one, on the interleaved layout: "<type>_x8_x_<format>").
 // Reports weight GB/s and GFLOP/s (2 * rows * cols * tokens per call); the matrix stays in cache,
-// so this times the kernels, not DRAM. Compare variants within one run.
+// so this times the kernels, not DRAM. Compare variants within one run. BM_MatmulStream is the
+// same for one token on a 256 MiB matrix (2048 columns) that streams from memory, beside
+// BM_ReadStream, a plain read of as many bytes: how close each kernel comes to what one thread
+// can read.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -21,6 +24,7 @@ namespace {
 
 constexpr size_t kRows = 768;
 constexpr size_t kCols = 2048;
+constexpr size_t kStreamBytes = size_t{256} << 20;
 
 struct Case {
   TensorType type;
@@ -51,9 +55,9 @@ std::vector<size_t> scale_offsets(TensorType type) {
 
 // Random weight bytes of `type`: normal floats for the float types; random quant bytes with
 // scales of 0.01 (MXFP4: exponent 120) for block types.
-std::vector<uint8_t> random_bytes(TensorType type, std::mt19937& rng) {
+std::vector<uint8_t> random_bytes(TensorType type, size_t rows, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const size_t n = kRows * kCols;
+  const size_t n = rows * kCols;
   const TensorTypeTraits traits = *tensor_type_traits(type);
   std::vector<uint8_t> bytes(n / traits.block_elements * traits.block_bytes);
   if (traits.block_elements == 1) {
@@ -83,11 +87,17 @@ std::vector<uint8_t> random_bytes(TensorType type, std::mt19937& rng) {
   return bytes;
 }
 
-void run(benchmark::State& state, MatmulVariant variant, Case c) {
+// Rows of a kCols-column `type` matrix of about kStreamBytes.
+size_t stream_rows(TensorType type) {
+  return kStreamBytes / *tensor_type_bytes(type, kCols) / 8 * 8;
+}
+
+void run(benchmark::State& state, MatmulVariant variant, Case c, bool stream) {
   const size_t n_tokens = static_cast<size_t>(state.range(0));
+  const size_t rows = stream ? stream_rows(c.type) : kRows;
   std::mt19937 rng(1);
-  const std::vector<uint8_t> bytes = random_bytes(c.type, rng);
-  Result<WeightMatrix> w = make_weight_matrix(c.type, bytes, kRows, kCols);
+  const std::vector<uint8_t> bytes = random_bytes(c.type, rows, rng);
+  Result<WeightMatrix> w = make_weight_matrix(c.type, bytes, rows, kCols);
   if (!w.ok()) {
     state.SkipWithError(w.status().message().c_str());
     return;
@@ -100,7 +110,7 @@ void run(benchmark::State& state, MatmulVariant variant, Case c) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(n_tokens * kCols);
   for (float& f : x) f = normal(rng);
-  std::vector<float> y(n_tokens * kRows);
+  std::vector<float> y(n_tokens * rows);
   const MatmulVariant saved = active_matmul_variant();
   set_matmul_variant(variant);
   for (auto _ : state) {
@@ -113,9 +123,27 @@ void run(benchmark::State& state, MatmulVariant variant, Case c) {
   state.counters["weight_GB/s"] = benchmark::Counter(
       weight_bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * kRows * kCols * static_cast<double>(n_tokens) *
+      benchmark::Counter(2.0 * static_cast<double>(rows) * kCols * static_cast<double>(n_tokens) *
                              static_cast<double>(state.iterations()) / 1e9,
                          benchmark::Counter::kIsRate);
+}
+
+// A plain read of kStreamBytes (the sum of its 64-bit words), the reference for BM_MatmulStream.
+void read_stream(benchmark::State& state) {
+  std::vector<uint64_t> words(kStreamBytes / sizeof(uint64_t), 1);
+  for (auto _ : state) {
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i < words.size(); i += 4) {
+      a += words[i];
+      b += words[i + 1];
+      c += words[i + 2];
+      d += words[i + 3];
+    }
+    benchmark::DoNotOptimize(a + b + c + d);
+  }
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(kStreamBytes) * static_cast<double>(state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
 }
 
 void register_all() {
@@ -139,14 +167,23 @@ void register_all() {
       if (!matmul_variant_supported(v)) continue;
       const std::string name =
           std::string("BM_Matmul/") + c.name + "/" + std::string(matmul_variant_name(v));
-      benchmark::RegisterBenchmark(name.c_str(), run, v, c)
+      benchmark::RegisterBenchmark(name.c_str(), run, v, c, false)
           ->ArgName("tokens")
           ->Arg(1)
           ->Arg(16)
           ->Arg(128)
           ->Unit(benchmark::kMicrosecond);
+      if (c.mode == MatmulActivations::kQuantized && v != MatmulVariant::kScalar) {
+        const std::string stream =
+            std::string("BM_MatmulStream/") + c.name + "/" + std::string(matmul_variant_name(v));
+        benchmark::RegisterBenchmark(stream.c_str(), run, v, c, true)
+            ->ArgName("tokens")
+            ->Arg(1)
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   }
+  benchmark::RegisterBenchmark("BM_ReadStream", read_stream)->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace
