@@ -15,6 +15,10 @@ from smg_grpc_proto import vllm_engine_pb2 as pb
 
 PROMPT = [1] * 30
 LONG = dict(max_tokens=480, ignore_eos=True)  # prompt + max_tokens fit the demo's 512 context
+# These tests signal or overload the daemon while LONG streams are still running, so decoding
+# must take seconds, not the fraction of one the demo model needs with the SIMD kernels: one
+# thread of the scalar reference kernels (about 10x slower, and as slow on every machine).
+SLOW = ("--runtime.cpu_kernels=scalar", "--runtime.threads=1")
 
 
 class Stream:
@@ -66,7 +70,7 @@ def wait_not_serving(daemon, timeout=10):
 
 def test_overload_excess_gets_resource_exhausted(tandemd):
     # server.max_queued_requests counts the requests waiting beyond a full batch: 8 run, 4 wait.
-    d = tandemd("--server.max_running_requests=8", "--server.max_queued_requests=4")
+    d = tandemd(*SLOW, "--server.max_running_requests=8", "--server.max_queued_requests=4")
     n = 16
     results = [None] * n
     start = threading.Barrier(n)
@@ -103,7 +107,7 @@ def test_overload_excess_gets_resource_exhausted(tandemd):
 
 def test_sigterm_drains_streams(tandemd, tmp_path):
     stats = tmp_path / "out-stats.json"
-    d = tandemd(f"--placement.stats_output_path={stats}")
+    d = tandemd(*SLOW, f"--placement.stats_output_path={stats}")
     streams = [Stream(d, f"drain-{i}", **LONG) for i in range(4)]
     for s in streams:
         assert s.first.wait(30)
@@ -136,9 +140,7 @@ def test_sigterm_drains_streams(tandemd, tmp_path):
 
 
 def test_sigterm_short_grace_aborts(tandemd):
-    # Grace 0 (end in-flight requests at once): with a grace of 1 s the demo model's 8 x 480
-    # tokens now finish inside it on a fast machine, so nothing would be left to abort.
-    d = tandemd("--server.shutdown_grace_seconds=0")
+    d = tandemd(*SLOW, "--server.shutdown_grace_seconds=1")
     streams = [Stream(d, f"grace-{i}", **LONG) for i in range(8)]
     for s in streams:
         assert s.first.wait(30)
@@ -149,7 +151,7 @@ def test_sigterm_short_grace_aborts(tandemd):
         assert s.complete is not None
         assert s.complete.finish_reason in ("length", "abort")
     aborted = [s for s in streams if s.complete.finish_reason == "abort"]
-    assert aborted, "every stream finished although the grace was 0"
+    assert aborted, "every stream finished within the 1 s grace"
     for s in aborted:
         assert s.tokens < LONG["max_tokens"]
     assert d.wait_exit() == 0, d.log()
@@ -158,7 +160,7 @@ def test_sigterm_short_grace_aborts(tandemd):
 def test_repeated_sigterm_is_one_request(tandemd, tmp_path):
     """GNU timeout signals the child and then its process group: one stop, delivered twice."""
     stats = tmp_path / "out-stats.json"
-    d = tandemd(f"--placement.stats_output_path={stats}")
+    d = tandemd(*SLOW, f"--placement.stats_output_path={stats}")
     streams = [Stream(d, f"repeat-{i}", **LONG) for i in range(4)]
     for s in streams:
         assert s.first.wait(30)
@@ -203,7 +205,7 @@ def test_sigterm_while_starting_exits_cleanly(tmp_path):
 
 
 def test_second_sigterm_exits_at_once(tandemd):
-    d = tandemd()
+    d = tandemd(*SLOW)
     streams = [Stream(d, f"twice-{i}", **LONG) for i in range(16)]
     for s in streams:
         assert s.first.wait(30)
@@ -221,7 +223,7 @@ def test_second_sigterm_exits_at_once(tandemd):
 
 
 def test_second_sigint_exits_at_once(tandemd):
-    d = tandemd()
+    d = tandemd(*SLOW)
     streams = [Stream(d, f"int-{i}", **LONG) for i in range(4)]
     for s in streams:
         assert s.first.wait(30)
