@@ -82,6 +82,7 @@ struct RuntimeConfig {
   DenseDevice dense_device = DenseDevice::kAuto;
   int cuda_device = 0;  // CUDA device ordinal (after CUDA_VISIBLE_DEVICES).
   CpuKernels cpu_kernels = CpuKernels::kAuto;
+  bool repack_weights = true;
 };
 
 struct LoggingConfig {

@@ -205,6 +205,13 @@ const FieldDescriptor kFields[] = {
             "from TANDEM_CPU_KERNELS.",
      .env_alias = "TANDEM_CPU_KERNELS",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::cpu_kernels>},
+    {.section = "runtime", .name = "repack_weights",
+     .doc = "At start, copy the CPU's weights whose type the CPU kernels compute faster in an "
+            "8-row interleaved layout into that layout (MXFP4 experts; with AVX-512 VNNI also "
+            "Q4_K experts and dense Q4_K matrices): the same results, faster, but those weights "
+            "take memory twice until the page cache lets the mapped file go, and start-up copies "
+            "them. false = compute from the checkpoint's mapping only.",
+     .ref = &member_ref<&Config::runtime, &RuntimeConfig::repack_weights>},
 
     {.section = "logging", .name = "level",
      .doc = "Least severe level written. info logs one line per request; nothing per token is "

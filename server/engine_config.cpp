@@ -43,6 +43,7 @@ engine::EngineOptions engine_options(const config::Config& config) {
   o.dense_device = dense_device(config.runtime.dense_device);
   o.gpu_device = config.runtime.cuda_device;
   o.threads = config.runtime.threads;
+  o.repack_weights = config.runtime.repack_weights;
   o.limits.max_batch_tokens = config.runtime.max_batch_tokens;
   o.limits.prefill_chunk_tokens = config.runtime.prefill_chunk_tokens;
   o.limits.max_running = config.server.max_running_requests;

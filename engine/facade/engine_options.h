@@ -51,6 +51,9 @@ struct EngineOptions {
 
   // Forward threads (0 = one per online core).
   int threads = 0;
+  // The CPU runner's interleaved copies of the expert and dense matrices whose kernels prefer
+  // them (runtime::RunnerOptions::interleave_experts / interleave_dense).
+  bool repack_weights = true;
   // Scheduler limits; limits.context_length is set from the model and context_length above.
   runtime::SchedulerLimits limits;
   uint64_t kv_cache_bytes = uint64_t{1} << 30;

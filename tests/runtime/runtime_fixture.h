@@ -47,7 +47,8 @@ struct LoadedModel {
 };
 
 inline std::unique_ptr<LoadedModel> load_model(const std::string& path, int threads = 2,
-                                               bool quantized_activations = true) {
+                                               bool quantized_activations = true,
+                                               bool repack = true) {
   auto ckpt = model::open_model(path);
   INFO(path << ": " << (ckpt.ok() ? "" : ckpt.status().to_string()));
   REQUIRE(ckpt.ok());
@@ -56,6 +57,8 @@ inline std::unique_ptr<LoadedModel> load_model(const std::string& path, int thre
   RunnerOptions options;
   options.threads = threads;
   options.quantized_activations = quantized_activations;
+  options.interleave_experts = repack;
+  options.interleave_dense = repack;
   auto runner = ModelRunner::create(*loaded->checkpoint.spec, *loaded->checkpoint.weights, options);
   INFO((runner.ok() ? "" : runner.status().to_string()));
   REQUIRE(runner.ok());

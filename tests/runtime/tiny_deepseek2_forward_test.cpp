@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/experts/routing.h"
+#include "kernels/cpu/matmul.h"
 #include "tests/runtime/llamacpp_reference.h"
 
 namespace tandem::runtime::testing {
@@ -36,6 +37,39 @@ TEST_CASE("tiny-deepseek2 Q8_0 matches llama.cpp with Q8_0 activations", "[runti
 TEST_CASE("tiny-deepseek2 Q4_K_M (Q4_K, Q5_0, Q6_K, Q8_0) matches llama.cpp",
           "[runtime][deepseek2]") {
   check_llamacpp_reference(deepseek2_dir(), "tiny-deepseek2-", "q4_k_m", 3e-2f, false);
+}
+
+TEST_CASE("tiny-deepseek2 Q4_K_M: repacked and mapped weights give the same bits",
+          "[runtime][deepseek2]") {
+  // Q4_K experts and dense Q4_K matrices (MLA's q_a, q_b, kv_a among them) are copied into the
+  // x8 layout where the active kernels prefer it (RunnerOptions::interleave_*); the logits of a
+  // prefill and of decode steps must not change by a bit.
+  if (!kernels::interleaved_layout_preferred(TensorType::kQ4_K)) {
+    WARN("the active kernels do not repack Q4_K here: both runs read the mapped rows");
+  }
+  const std::string path = deepseek2_dir() + "tiny-deepseek2-q4_k_m.gguf";
+  auto repacked = load_model(path, 2, true, true);
+  auto mapped = load_model(path, 2, true, false);
+  CHECK(mapped->runner->prepared_weights().interleaved.empty());
+  if (kernels::interleaved_layout_preferred(TensorType::kQ4_K)) {
+    CHECK_FALSE(repacked->runner->prepared_weights().interleaved.empty());
+  }
+  const auto ref = read_json(deepseek2_dir() + "ref-q4_k_m.json");
+  const auto ids = ref["prompts"][0]["tokens"].get<std::vector<int32_t>>();
+  auto cache_a = repacked->runner->new_kv_cache();
+  auto cache_b = mapped->runner->new_kv_cache();
+  std::vector<float> a = prefill_all(*repacked->runner, ids, *cache_a);
+  std::vector<float> b = prefill_all(*mapped->runner, ids, *cache_b);
+  CHECK(a == b);
+  ForwardOutput out_a, out_b;
+  for (int32_t token : {5, 17, 3}) {
+    std::vector<int32_t> one{token};
+    SequenceInput sa{cache_a.get(), one, cache_a->length(), LogitsWanted::kLast};
+    SequenceInput sb{cache_b.get(), one, cache_b->length(), LogitsWanted::kLast};
+    REQUIRE(repacked->runner->forward({&sa, 1}, out_a).ok());
+    REQUIRE(mapped->runner->forward({&sb, 1}, out_b).ok());
+    CHECK(out_a.logits == out_b.logits);
+  }
 }
 
 TEST_CASE("tiny-deepseek2 spec: MLA sizes, DeepSeek router, shared expert, YaRN attention factor",
