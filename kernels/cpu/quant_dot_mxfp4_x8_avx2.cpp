@@ -106,7 +106,7 @@ struct TokenTile {
 // reaches.
 template <int kTokens>
 void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
-               const TokenTile<kTokens>& x, const X8Outputs<1, kTokens>& y) {
+               const TokenTile<kTokens>& x, const X8Outputs<kTokens>& y) {
   __m256 acc[kTokens];
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
@@ -130,8 +130,7 @@ void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, const uint8_
     }
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < kTokens; ++t)
-    store_lanes(acc[t], y.out[0][t], y.lane_begin[0], y.lane_end[0]);
+  for (int t = 0; t < kTokens; ++t) store_lanes(acc[t], y.out[t], y.lane_begin, y.lane_end);
 }
 
 // The x8_walk kernel of one call: eight tokens at most per tile.
@@ -141,8 +140,8 @@ struct Kernel {
   const ActivationRows* x;
   const int32_t* bias_sums;
 
-  template <int G, int T>
-  void tile(size_t g, size_t t0, const X8Outputs<G, T>& y) const {
+  template <int T>
+  void tile(size_t g, size_t t0, const X8Outputs<T>& y) const {
     TokenTile<T> tokens;
     for (int i = 0; i < T; ++i) {
       const size_t t = t0 + static_cast<size_t>(i);

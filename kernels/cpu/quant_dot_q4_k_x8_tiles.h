@@ -102,7 +102,7 @@ struct Tokens {
 // x8_prefetch_target's.
 template <int T>
 void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
-              const Tokens<T>& x, const X8Outputs<1, T>& y) {
+              const Tokens<T>& x, const X8Outputs<T>& y) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256 sum[T];
 #pragma GCC unroll 4
@@ -176,7 +176,7 @@ void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_
     }
   }
 #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) store_lanes(sum[t], y.out[0][t], y.lane_begin[0], y.lane_end[0]);
+  for (int t = 0; t < T; ++t) store_lanes(sum[t], y.out[t], y.lane_begin, y.lane_end);
 }
 
 // The x8_walk kernel of one call.
@@ -185,9 +185,8 @@ struct Kernel {
   const X8Call* c;
   const ActivationRows* x;
 
-  template <int G, int T>
-  void tile(size_t g, size_t t0, const X8Outputs<G, T>& y) const {
-    static_assert(G == 1, "the walk runs one group per tile");
+  template <int T>
+  void tile(size_t g, size_t t0, const X8Outputs<T>& y) const {
     Tokens<T> tokens;
     for (int i = 0; i < T; ++i) {
       const size_t t = t0 + static_cast<size_t>(i);

@@ -1,5 +1,5 @@
 // The walk of the interleaved x8 kernels (quant_dot.h, WeightLayout::kInterleaved8) over a row
-// range and the tokens, shared by their SIMD files: which tiles of G groups x T tokens run, where
+// range and the tokens, shared by their SIMD files: which tiles of one group x T tokens run, where
 // each tile's lanes go, and the lane helpers. Each kernel file includes it under its own -m flags;
 // everything here has internal linkage (an anonymous namespace), so no SIMD code is shared with
 // callers on other CPUs (see quant_dot_kquants_tiles.h).
@@ -72,26 +72,23 @@ inline const char* x8_prefetch_target(const uint8_t* at, size_t ahead, size_t bl
   return nullptr;
 }
 
-// Where a tile of groups [g, g + G) x tokens [t0, t0 + T) stores: token t's lanes
-// [lane_begin[j], lane_end[j]) of group g + j go to out[j][t][0 ..).
-template <int G, int T>
+// Where a tile of group g x tokens [t0, t0 + T) stores: token t's lanes [lane_begin, lane_end)
+// go to out[t][0 ..).
+template <int T>
 struct X8Outputs {
-  float* out[G][T];
-  size_t lane_begin[G];
-  size_t lane_end[G];
+  float* out[T];
+  size_t lane_begin;
+  size_t lane_end;
 };
 
-template <int G, int T>
-X8Outputs<G, T> x8_outputs(const X8Call& c, size_t g, size_t t0) {
-  X8Outputs<G, T> y;
-  for (int j = 0; j < G; ++j) {
-    const size_t r0 = (g + static_cast<size_t>(j)) * kX8GroupRows;
-    y.lane_begin[j] = c.row_begin > r0 ? c.row_begin - r0 : 0;
-    y.lane_end[j] = c.row_end - r0 < kX8GroupRows ? c.row_end - r0 : kX8GroupRows;
-    for (int i = 0; i < T; ++i) {
-      y.out[j][i] =
-          c.y + (t0 + static_cast<size_t>(i)) * c.y_stride + (r0 + y.lane_begin[j] - c.row_begin);
-    }
+template <int T>
+X8Outputs<T> x8_outputs(const X8Call& c, size_t g, size_t t0) {
+  X8Outputs<T> y;
+  const size_t r0 = g * kX8GroupRows;
+  y.lane_begin = c.row_begin > r0 ? c.row_begin - r0 : 0;
+  y.lane_end = c.row_end - r0 < kX8GroupRows ? c.row_end - r0 : kX8GroupRows;
+  for (int i = 0; i < T; ++i) {
+    y.out[i] = c.y + (t0 + static_cast<size_t>(i)) * c.y_stride + (r0 + y.lane_begin - c.row_begin);
   }
   return y;
 }
@@ -99,7 +96,7 @@ X8Outputs<G, T> x8_outputs(const X8Call& c, size_t g, size_t t0) {
 // The whole call, one group at a time (a group's first and last may be partial: only the lanes in
 // [row_begin, row_end) are stored): per group, tiles of K::kMaxTokens (8 or 4), then 4, 2 and 1
 // tokens, each block unpacked once and used by every token of its tile;
-// `kernel.template tile<1, T>(g, t0, y)` runs one. One group per tile streams best: a tile of
+// `kernel.template tile<T>(g, t0, y)` runs one. One group per tile streams best: a tile of
 // four groups x one token, which shares each activation broadcast among the groups, read a
 // 256 MiB Q4_K matrix at 22.6 GB/s on one Zen 4 thread where single groups read 38.5 (MXFP4:
 // 29.7 -> 32.7), and was slower in cache too.
@@ -111,11 +108,11 @@ void x8_walk(const X8Call& c, const K& kernel) {
   for (size_t g = c.row_begin / kX8GroupRows; g < g_end; ++g) {
     size_t u = 0;
     if constexpr (K::kMaxTokens == 8) {
-      for (; u + 8 <= n; u += 8) kernel.template tile<1, 8>(g, u, x8_outputs<1, 8>(c, g, u));
+      for (; u + 8 <= n; u += 8) kernel.template tile<8>(g, u, x8_outputs<8>(c, g, u));
     }
-    for (; u + 4 <= n; u += 4) kernel.template tile<1, 4>(g, u, x8_outputs<1, 4>(c, g, u));
-    for (; u + 2 <= n; u += 2) kernel.template tile<1, 2>(g, u, x8_outputs<1, 2>(c, g, u));
-    for (; u < n; ++u) kernel.template tile<1, 1>(g, u, x8_outputs<1, 1>(c, g, u));
+    for (; u + 4 <= n; u += 4) kernel.template tile<4>(g, u, x8_outputs<4>(c, g, u));
+    for (; u + 2 <= n; u += 2) kernel.template tile<2>(g, u, x8_outputs<2>(c, g, u));
+    for (; u < n; ++u) kernel.template tile<1>(g, u, x8_outputs<1>(c, g, u));
   }
 }
 
