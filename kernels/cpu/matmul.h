@@ -33,9 +33,11 @@ ActivationFormat matmul_activation_format(TensorType type, MatmulActivations mod
 bool interleaved_layout_preferred(TensorType type);
 
 // From this many tokens on, matmul_rows computes a kRows matrix that carries an interleaved copy
-// (WeightMatrix::interleaved) on the copy. One token reads the rows: for a lone token streaming
-// from memory the plain-row kernels were measured faster (dense Q4_K projections in decode, 5 %
-// of a decode step on the Q4_K_M bench model), with many the interleaved ones (docs/benchmarks.md).
+// (WeightMatrix::interleaved) on the copy; a lone token reads the rows. With many tokens the
+// interleaved kernels are much faster (docs/benchmarks.md). For one token the rows were faster
+// with the x8 kernels' earlier four-group tiles (dense Q4_K projections, about 5 % of a decode
+// step on the Q4_K_M bench model); with one-group tiles the two measured within the VM's noise
+// (4 decode runs each: 56.8 tok/s reading the rows, 53.8 on the copy), so the rows stay.
 inline constexpr size_t kInterleavedCopyMinTokens = 2;
 
 // Shapes, for every function below: x holds n_tokens rows of w.cols floats, y n_tokens rows of
