@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace tandem {
 namespace {
@@ -16,7 +17,8 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins until done() holds or about ThreadPool::kSpinMicros have passed; whether done() holds.
+// Spins until done() holds or about ThreadPool::kSpinMicros have passed, yielding the CPU every 64
+// pauses (thread_pool.h); whether done() holds.
 template <typename Done>
 bool spin_until(Done done) {
   using Clock = std::chrono::steady_clock;
@@ -27,6 +29,7 @@ bool spin_until(Done done) {
       cpu_relax();
     }
     if (Clock::now() >= limit) return done();
+    std::this_thread::yield();
   }
 }
 
