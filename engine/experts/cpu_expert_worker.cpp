@@ -186,12 +186,12 @@ Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(const model::Mo
     // Biases: [n_experts x ffn] gate, [n_experts x ffn] up, [n_experts x hidden] down.
     const size_t ffn = spec.expert_ffn_size;
     const size_t hidden = spec.hidden_size;
-    const bool biased = lw.experts_gate_bias != nullptr;
+    const bool biased = lw[model::WeightRole::kExpertGateBias] != nullptr;
     if (biased) {
       std::vector<float> gate, up, down;
-      TANDEM_RETURN_IF_ERROR(float_copy_of(lw.experts_gate_bias, gate));
-      TANDEM_RETURN_IF_ERROR(float_copy_of(lw.experts_up_bias, up));
-      TANDEM_RETURN_IF_ERROR(float_copy_of(lw.experts_down_bias, down));
+      TANDEM_RETURN_IF_ERROR(float_copy_of(lw[model::WeightRole::kExpertGateBias], gate));
+      TANDEM_RETURN_IF_ERROR(float_copy_of(lw[model::WeightRole::kExpertUpBias], up));
+      TANDEM_RETURN_IF_ERROR(float_copy_of(lw[model::WeightRole::kExpertDownBias], down));
       const size_t n = spec.n_experts;
       if (gate.size() != n * ffn || up.size() != n * ffn || down.size() != n * hidden) {
         return invalid_argument_error("layer " + std::to_string(l) +

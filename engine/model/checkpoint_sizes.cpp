@@ -31,11 +31,8 @@ CheckpointSizes checkpoint_sizes(const Checkpoint& c) {
         }
         one_expert = std::max(one_expert, bytes);
       }
-      for (const ExpertWeights* ew : {&l.experts_gate, &l.experts_up, &l.experts_down}) {
-        for (const TensorInfo* t : ew->tensors()) add(t, s.experts);
-      }
-      for (const TensorInfo* t : {l.experts_gate_bias, l.experts_up_bias, l.experts_down_bias}) {
-        add(t, s.experts);
+      for (RoleUse use : {RoleUse::kExperts, RoleUse::kExpertBias}) {
+        for (const TensorInfo* t : l.tensors_of(use)) add(t, s.experts);
       }
     }
     s.per_expert_per_layer.push_back(one_expert);

@@ -1,6 +1,7 @@
 // ModelWeights: binding checkpoint tensors to roles and checking them against the ModelSpec.
 #include "engine/model/model_weights.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -64,15 +65,40 @@ std::vector<const TensorInfo*> ExpertWeights::tensors() const {
   return per_expert_;
 }
 
+const ExpertWeights& LayerWeights::experts(WeightRole role) const {
+  TANDEM_CHECK(is_expert_role(role));
+  return role == WeightRole::kExpertGate ? experts_gate
+         : role == WeightRole::kExpertUp ? experts_up
+                                         : experts_down;
+}
+
+ExpertWeights& LayerWeights::experts(WeightRole role) {
+  const LayerWeights& self = *this;
+  return const_cast<ExpertWeights&>(self.experts(role));
+}
+
+std::vector<const TensorInfo*> LayerWeights::tensors_of(RoleUse use) const {
+  std::vector<const TensorInfo*> out;
+  for (const LayerRole& r : layer_roles()) {
+    if (r.use != use) continue;
+    if (use == RoleUse::kExperts) {
+      for (const TensorInfo* t : experts(r.role).tensors()) out.push_back(t);
+    } else if ((*this)[r.role] != nullptr) {
+      out.push_back((*this)[r.role]);
+    }
+  }
+  return out;
+}
+
 std::vector<const TensorInfo*> LayerWeights::dense_tensors() const {
-  return {attn_norm,   q,         k,           v,
-          o,           o_bias,    sinks,       q_bias,
-          k_bias,      v_bias,    q_norm,      k_norm,
-          q_a,         q_a_norm,  q_b,         kv_a,
-          kv_a_norm,   k_b,       v_b,         kv_b,
-          ffn_norm,    router,    router_bias, selection_bias,
-          shared_gate, shared_up, shared_down, shared_expert_gate,
-          ffn_gate,    ffn_up,    ffn_down};
+  std::vector<const TensorInfo*> out;
+  for (const LayerRole& r : layer_roles()) {
+    const TensorInfo* t = (*this)[r.role];
+    if (t != nullptr && r.use != RoleUse::kExperts && r.use != RoleUse::kExpertBias) {
+      out.push_back(t);
+    }
+  }
+  return out;
 }
 
 // ---- types -----------------------------------------------------------------------------------
@@ -236,11 +262,15 @@ class Binder {
     }
   }
 
+  // The tensor of `role` in layer `layer`: present, of a supported type, of one of the shapes.
   const TensorInfo* single(LayerSlots& l, int64_t layer, WeightRole role, bool matrix,
-                           std::vector<uint64_t> shape, std::string_view what) {
+                           const RoleShape& shape) {
     const TensorInfo* t =
         require(l.single[static_cast<size_t>(role)], CanonicalName{role, layer}, matrix);
-    check_shape(t, std::move(shape), what);
+    if (t != nullptr &&
+        std::find(shape.accepted.begin(), shape.accepted.end(), t->shape) == shape.accepted.end()) {
+      check_shape(t, shape.accepted.front(), shape.what);
+    }
     if (matrix) check_blocks(t);
     return t;
   }
@@ -294,124 +324,22 @@ class Binder {
     return 0;
   }
 
-  // MLA attention: the low-rank q (or one q projection), the compressed KV projection and its
-  // norm, the per-head key/value up-projections (split or legacy), the output projection.
-  void bind_mla(LayerSlots& l, int64_t i, LayerWeights& w) {
-    const ModelSpec& s = spec_;
-    const MlaSpec& m = s.mla;
-    const uint64_t h = s.hidden_size;
-    const uint64_t q_width = s.n_heads * m.q_head_dim();
-    if (m.q_lora_rank > 0) {
-      w.q_a = single(l, i, WeightRole::kAttnQA, true, {m.q_lora_rank, h}, "(q_lora_rank, hidden)");
-      w.q_a_norm = single(l, i, WeightRole::kAttnQANorm, false, {m.q_lora_rank}, "(q_lora_rank)");
-      w.q_b = single(l, i, WeightRole::kAttnQB, true, {q_width, m.q_lora_rank},
-                     "(n_heads*(qk_nope+qk_rope), q_lora_rank)");
-    } else {
-      w.q = single(l, i, WeightRole::kAttnQ, true, {q_width, h},
-                   "(n_heads*(qk_nope+qk_rope), hidden)");
-    }
-    w.kv_a = single(l, i, WeightRole::kAttnKvA, true, {m.cache_row(), h},
-                    "(kv_lora_rank+qk_rope, hidden)");
-    w.kv_a_norm = single(l, i, WeightRole::kAttnKvANorm, false, {m.kv_lora_rank}, "(kv_lora_rank)");
-    if (m.split_kv_b) {
-      w.k_b = single(l, i, WeightRole::kAttnKB, true, {s.n_heads, m.kv_lora_rank, m.qk_nope_dim},
-                     "(n_heads, kv_lora_rank, qk_nope)");
-      w.v_b = single(l, i, WeightRole::kAttnVB, true, {s.n_heads, m.v_head_dim, m.kv_lora_rank},
-                     "(n_heads, v_head, kv_lora_rank)");
-    } else {
-      w.kv_b = single(l, i, WeightRole::kAttnKvB, true,
-                      {s.n_heads * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank},
-                      "(n_heads*(qk_nope+v_head), kv_lora_rank)");
-    }
-    w.o = single(l, i, WeightRole::kAttnO, true, {h, s.attn_out_dim()}, "(hidden, n_heads*v_head)");
-  }
-
+  // Every role of the table that a layer of this kind has, with the shape the spec implies.
   void bind_layer(int64_t i) {
     LayerSlots& l = layers_[static_cast<size_t>(i)];
     LayerWeights& w = weights_.layers[static_cast<size_t>(i)];
     const ModelSpec& s = spec_;
-    const uint64_t h = s.hidden_size;
-    w.attn_norm = single(l, i, WeightRole::kAttnNorm, false, {h}, "(hidden_size)");
-    if (s.attention == AttentionKind::kMla) {
-      bind_mla(l, i, w);
-    } else {
-      bind_gqa(l, i, w);
-    }
-    bind_ffn(l, i, w);
-  }
-
-  void bind_gqa(LayerSlots& l, int64_t i, LayerWeights& w) {
-    const ModelSpec& s = spec_;
-    const uint64_t h = s.hidden_size;
-    w.q = single(l, i, WeightRole::kAttnQ, true, {s.q_dim(), h}, "(n_heads*head_dim, hidden)");
-    w.k = single(l, i, WeightRole::kAttnK, true, {s.kv_dim(), h}, "(n_kv_heads*head_dim, hidden)");
-    w.v = single(l, i, WeightRole::kAttnV, true, {s.kv_dim(), h}, "(n_kv_heads*head_dim, hidden)");
-    w.o = single(l, i, WeightRole::kAttnO, true, {h, s.q_dim()}, "(hidden, n_heads*head_dim)");
-    if (s.attn_out_bias) {
-      w.o_bias = single(l, i, WeightRole::kAttnOBias, false, {h}, "(hidden_size)");
-    }
-    if (s.attn_sinks) {
-      w.sinks = single(l, i, WeightRole::kAttnSinks, false, {s.n_heads}, "(n_heads)");
-    }
-    if (s.attn_qkv_bias) {
-      w.q_bias = single(l, i, WeightRole::kAttnQBias, false, {s.q_dim()}, "(n_heads*head_dim)");
-      w.k_bias = single(l, i, WeightRole::kAttnKBias, false, {s.kv_dim()}, "(kv dim)");
-      w.v_bias = single(l, i, WeightRole::kAttnVBias, false, {s.kv_dim()}, "(kv dim)");
-    }
-    if (s.qk_norm == QkNorm::kPerHead) {
-      w.q_norm = single(l, i, WeightRole::kAttnQNorm, false, {s.head_dim}, "(head_dim)");
-      w.k_norm = single(l, i, WeightRole::kAttnKNorm, false, {s.head_dim}, "(head_dim)");
-    } else if (s.qk_norm == QkNorm::kWholeProjection) {
-      w.q_norm = single(l, i, WeightRole::kAttnQNorm, false, {s.q_dim()}, "(n_heads*head_dim)");
-      w.k_norm = single(l, i, WeightRole::kAttnKNorm, false, {s.kv_dim()}, "(n_kv_heads*head_dim)");
-    }
-  }
-
-  void bind_ffn(LayerSlots& l, int64_t i, LayerWeights& w) {
-    const ModelSpec& s = spec_;
-    const uint64_t h = s.hidden_size;
-    w.ffn_norm = single(l, i, WeightRole::kFfnNorm, false, {h}, "(hidden_size)");
     w.moe = static_cast<size_t>(i) < s.moe_layers.size() && s.moe_layers[static_cast<size_t>(i)];
-    if (!w.moe) {
-      const uint64_t f = s.dense_ffn_size;
-      w.ffn_gate = single(l, i, WeightRole::kDenseGate, true, {f, h}, "(dense_ffn, hidden)");
-      w.ffn_up = single(l, i, WeightRole::kDenseUp, true, {f, h}, "(dense_ffn, hidden)");
-      w.ffn_down = single(l, i, WeightRole::kDenseDown, true, {h, f}, "(hidden, dense_ffn)");
-      return;
-    }
-    w.router = single(l, i, WeightRole::kRouter, true, {s.n_experts, h}, "(n_experts, hidden)");
-    const uint64_t f = s.expert_ffn_size;
-    const uint64_t ne = s.n_experts;
-    if (s.router_bias) {
-      w.router_bias = single(l, i, WeightRole::kRouterBias, false, {ne}, "(n_experts)");
-    }
-    if (s.router_selection_bias) {
-      w.selection_bias = single(l, i, WeightRole::kRouterSelectionBias, false, {ne}, "(n_experts)");
-    }
-    if (s.expert_bias) {
-      w.experts_gate_bias =
-          single(l, i, WeightRole::kExpertGateBias, false, {ne, f}, "(n_experts, expert_ffn)");
-      w.experts_up_bias =
-          single(l, i, WeightRole::kExpertUpBias, false, {ne, f}, "(n_experts, expert_ffn)");
-      w.experts_down_bias =
-          single(l, i, WeightRole::kExpertDownBias, false, {ne, h}, "(n_experts, hidden)");
-    }
-    w.experts_gate = bind_experts(l, i, WeightRole::kExpertGate, f, h, "(expert_ffn, hidden)");
-    w.experts_up = bind_experts(l, i, WeightRole::kExpertUp, f, h, "(expert_ffn, hidden)");
-    w.experts_down = bind_experts(l, i, WeightRole::kExpertDown, h, f, "(hidden, expert_ffn)");
-    if (s.n_shared_experts > 0) {
-      const uint64_t sf = s.shared_expert_ffn_size;
-      w.shared_gate = single(l, i, WeightRole::kSharedGate, true, {sf, h}, "(shared_ffn, hidden)");
-      w.shared_up = single(l, i, WeightRole::kSharedUp, true, {sf, h}, "(shared_ffn, hidden)");
-      w.shared_down = single(l, i, WeightRole::kSharedDown, true, {h, sf}, "(hidden, shared_ffn)");
-    }
-    if (s.shared_expert_gate) {
-      const TensorInfo* g = l.single[static_cast<size_t>(WeightRole::kSharedExpertGate)];
-      const bool vector_shape = g != nullptr && g->shape == std::vector<uint64_t>{h};
-      w.shared_expert_gate =
-          single(l, i, WeightRole::kSharedExpertGate, true,
-                 vector_shape ? std::vector<uint64_t>{h} : std::vector<uint64_t>{1, h},
-                 "([1, hidden] or [hidden])");
+    for (const LayerRole& r : layer_roles()) {
+      const RoleShape shape = r.shape(s, w.moe);
+      if (shape.accepted.empty()) continue;
+      if (r.use == RoleUse::kExperts) {
+        const std::vector<uint64_t>& one = shape.accepted.front();
+        w.experts(r.role) = bind_experts(l, i, r.role, one[0], one[1], shape.what);
+        continue;
+      }
+      const bool matrix = r.use == RoleUse::kMatrix || r.use == RoleUse::kHeadMatrices;
+      w.tensors[static_cast<size_t>(r.role)] = single(l, i, r.role, matrix, shape);
     }
   }
 

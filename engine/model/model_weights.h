@@ -1,12 +1,14 @@
 // ModelWeights: the checkpoint's tensors bound to their logical roles, checked against the spec.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
+#include "engine/model/layer_roles.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/tensor_info.h"
 #include "engine/model/weight_names.h"
@@ -48,54 +50,28 @@ class ExpertWeights {
   std::vector<const TensorInfo*> per_expert_;
 };
 
-// A layer's weights; null pointers for tensors the architecture / layer kind does not have.
+// A layer's weights, by role (layer_roles.h). Null pointers for tensors the architecture / layer
+// kind does not have.
 struct LayerWeights {
-  const TensorInfo* attn_norm = nullptr;
-  const TensorInfo* q = nullptr;
-  const TensorInfo* k = nullptr;
-  const TensorInfo* v = nullptr;
-  const TensorInfo* o = nullptr;
-  const TensorInfo* o_bias = nullptr;  // [hidden] (GPT-OSS)
-  const TensorInfo* sinks = nullptr;   // [n_heads] (GPT-OSS)
-  const TensorInfo* q_bias = nullptr;
-  const TensorInfo* k_bias = nullptr;
-  const TensorInfo* v_bias = nullptr;
-  const TensorInfo* q_norm = nullptr;
-  const TensorInfo* k_norm = nullptr;
-  // MLA (ModelSpec::mla; q above is set instead of q_a / q_a_norm / q_b when q_lora_rank is 0,
-  // k and v are null).
-  const TensorInfo* q_a = nullptr;        // [q_lora, hidden]
-  const TensorInfo* q_a_norm = nullptr;   // [q_lora]
-  const TensorInfo* q_b = nullptr;        // [n_heads * (nope + rope), q_lora]
-  const TensorInfo* kv_a = nullptr;       // [kv_lora + rope, hidden]
-  const TensorInfo* kv_a_norm = nullptr;  // [kv_lora]
-  const TensorInfo* k_b = nullptr;        // [n_heads, kv_lora, nope] (split layout)
-  const TensorInfo* v_b = nullptr;        // [n_heads, v_head, kv_lora] (split layout)
-  const TensorInfo* kv_b = nullptr;       // [n_heads * (nope + v_head), kv_lora] (legacy layout)
-  const TensorInfo* ffn_norm = nullptr;
+  // The tensor of every role of layer_roles() but the routed experts' matrices, indexed by
+  // WeightRole (the model-level roles' slots stay null).
+  std::array<const TensorInfo*, kWeightRoleCount> tensors{};
   bool moe = false;
-  // MoE layers.
-  const TensorInfo* router = nullptr;          // [n_experts, hidden]
-  const TensorInfo* router_bias = nullptr;     // [n_experts] (GPT-OSS)
-  const TensorInfo* selection_bias = nullptr;  // [n_experts] (DeepSeek's exp_probs_b)
-  ExpertWeights experts_gate;                  // per expert [expert_ffn, hidden]
-  ExpertWeights experts_up;                    // per expert [expert_ffn, hidden]
-  ExpertWeights experts_down;                  // per expert [hidden, expert_ffn]
-  // Expert biases, all experts of the layer in one tensor (GPT-OSS): [n_experts, expert_ffn] for
-  // gate and up, [n_experts, hidden] for down; null when the architecture has none.
-  const TensorInfo* experts_gate_bias = nullptr;
-  const TensorInfo* experts_up_bias = nullptr;
-  const TensorInfo* experts_down_bias = nullptr;
-  const TensorInfo* shared_gate = nullptr;
-  const TensorInfo* shared_up = nullptr;
-  const TensorInfo* shared_down = nullptr;
-  const TensorInfo* shared_expert_gate = nullptr;  // [1, hidden] (HF) or [hidden] (GGUF)
-  // Dense layers.
-  const TensorInfo* ffn_gate = nullptr;
-  const TensorInfo* ffn_up = nullptr;
-  const TensorInfo* ffn_down = nullptr;
+  // MoE layers: the routed experts' projections, per expert [expert_ffn, hidden] for gate and up,
+  // [hidden, expert_ffn] for down.
+  ExpertWeights experts_gate;
+  ExpertWeights experts_up;
+  ExpertWeights experts_down;
 
-  // Every tensor above but the routed experts' (null entries included): the one list that byte
+  const TensorInfo* operator[](WeightRole role) const { return tensors[static_cast<size_t>(role)]; }
+  // The projection of kExpertGate / kExpertUp / kExpertDown (a bug for other roles).
+  const ExpertWeights& experts(WeightRole role) const;
+  ExpertWeights& experts(WeightRole role);
+
+  // The present tensors of the roles with `use` (RoleUse::kExperts: every expert tensor), in
+  // layer_roles() order.
+  std::vector<const TensorInfo*> tensors_of(RoleUse use) const;
+  // Every present tensor but the routed experts' matrices and biases: the dense parts that byte
   // counts and placement walk.
   std::vector<const TensorInfo*> dense_tensors() const;
 };

@@ -11,6 +11,8 @@
 #include "kernels/cpu/vector_ops.h"
 
 namespace tandem::runtime {
+
+using R = model::WeightRole;
 namespace {
 
 void add_bias(std::vector<float>& y, size_t n_tokens, const std::vector<float>& bias) {
@@ -34,23 +36,26 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   ThreadPool* pool = pool_.get();
 
-  kernels::rms_norm(x_, L.attn_norm, eps, n, hidden, h_);
+  kernels::rms_norm(x_, L.vector(R::kAttnNorm), eps, n, hidden, h_);
   std::span<const float> h(h_.data(), n * hidden);
-  experts::pooled_matmul(pool, L.q, h, n, std::span<float>(q_.data(), n * q_dim), mode_, scratch_);
-  experts::pooled_matmul(pool, L.k, h, n, std::span<float>(k_.data(), n * kv_dim), mode_, scratch_);
-  experts::pooled_matmul(pool, L.v, h, n, std::span<float>(v_.data(), n * kv_dim), mode_, scratch_);
-  add_bias(q_, n, L.q_bias);
-  add_bias(k_, n, L.k_bias);
-  add_bias(v_, n, L.v_bias);
+  experts::pooled_matmul(pool, L.matrix(R::kAttnQ), h, n, std::span<float>(q_.data(), n * q_dim),
+                         mode_, scratch_);
+  experts::pooled_matmul(pool, L.matrix(R::kAttnK), h, n, std::span<float>(k_.data(), n * kv_dim),
+                         mode_, scratch_);
+  experts::pooled_matmul(pool, L.matrix(R::kAttnV), h, n, std::span<float>(v_.data(), n * kv_dim),
+                         mode_, scratch_);
+  add_bias(q_, n, L.vector(R::kAttnQBias));
+  add_bias(k_, n, L.vector(R::kAttnKBias));
+  add_bias(v_, n, L.vector(R::kAttnVBias));
 
   std::span<float> q(q_.data(), n * q_dim);
   std::span<float> k(k_.data(), n * kv_dim);
   if (spec_.qk_norm == model::QkNorm::kPerHead) {
-    kernels::rms_norm_heads(q, L.q_norm, eps, n, spec_.n_heads, head_dim, q);
-    kernels::rms_norm_heads(k, L.k_norm, eps, n, spec_.n_kv_heads, head_dim, k);
+    kernels::rms_norm_heads(q, L.vector(R::kAttnQNorm), eps, n, spec_.n_heads, head_dim, q);
+    kernels::rms_norm_heads(k, L.vector(R::kAttnKNorm), eps, n, spec_.n_kv_heads, head_dim, k);
   } else if (spec_.qk_norm == model::QkNorm::kWholeProjection) {
-    kernels::rms_norm(q, L.q_norm, eps, n, q_dim, q);
-    kernels::rms_norm(k, L.k_norm, eps, n, kv_dim, k);
+    kernels::rms_norm(q, L.vector(R::kAttnQNorm), eps, n, q_dim, q);
+    kernels::rms_norm(k, L.vector(R::kAttnKNorm), eps, n, kv_dim, k);
   }
 
   const kernels::RopeConfig rope = rope_config(spec_, layer);
@@ -72,13 +77,13 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   cfg.head_dim = head_dim;
   cfg.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   cfg.window = static_cast<size_t>(spec_.attention_window(layer));
-  cfg.sinks = L.sinks;
+  cfg.sinks = L.vector(R::kAttnSinks);
   attend(layer, batch, cfg, q_, attn_);
 
   std::span<float> o(tmp_.data(), n * hidden);
-  experts::pooled_matmul(pool, L.o, std::span<const float>(attn_.data(), n * q_dim), n, o, mode_,
-                         scratch_);
-  add_bias(tmp_, n, L.o_bias);
+  experts::pooled_matmul(pool, L.matrix(R::kAttnO), std::span<const float>(attn_.data(), n * q_dim),
+                         n, o, mode_, scratch_);
+  add_bias(tmp_, n, L.vector(R::kAttnOBias));
   std::span<float> x(x_.data(), n * hidden);
   kernels::add(x, o, x);
 }

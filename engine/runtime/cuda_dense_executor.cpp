@@ -17,6 +17,8 @@
 #include "kernels/cuda/dense_ops.h"
 
 namespace tandem::runtime {
+
+using R = model::WeightRole;
 namespace {
 
 namespace kc = kernels::cuda;
@@ -264,27 +266,30 @@ Status CudaDenseExecutor::attention(size_t layer) {
   float* q = d.f(d.s.q);
   float* k = d.f(d.s.k);
   float* v = d.f(d.s.v);
-  TANDEM_RETURN_IF_ERROR(kc::rms_norm_enqueue(x, d.vec(L.attn_norm), eps, n, hidden, h, st));
-  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.q), h, n, q, st));
-  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.k), h, n, k, st));
-  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.v), h, n, v, st));
-  if (L.q_bias.present()) {
-    TANDEM_RETURN_IF_ERROR(kc::add_row_enqueue(q, d.vec(L.q_bias), n, q_dim, st));
+  TANDEM_RETURN_IF_ERROR(
+      kc::rms_norm_enqueue(x, d.vec(L.vector(R::kAttnNorm)), eps, n, hidden, h, st));
+  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kAttnQ)), h, n, q, st));
+  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kAttnK)), h, n, k, st));
+  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kAttnV)), h, n, v, st));
+  if (L.vector(R::kAttnQBias).present()) {
+    TANDEM_RETURN_IF_ERROR(kc::add_row_enqueue(q, d.vec(L.vector(R::kAttnQBias)), n, q_dim, st));
   }
-  if (L.k_bias.present()) {
-    TANDEM_RETURN_IF_ERROR(kc::add_row_enqueue(k, d.vec(L.k_bias), n, kv_dim, st));
+  if (L.vector(R::kAttnKBias).present()) {
+    TANDEM_RETURN_IF_ERROR(kc::add_row_enqueue(k, d.vec(L.vector(R::kAttnKBias)), n, kv_dim, st));
   }
-  if (L.v_bias.present()) {
-    TANDEM_RETURN_IF_ERROR(kc::add_row_enqueue(v, d.vec(L.v_bias), n, kv_dim, st));
+  if (L.vector(R::kAttnVBias).present()) {
+    TANDEM_RETURN_IF_ERROR(kc::add_row_enqueue(v, d.vec(L.vector(R::kAttnVBias)), n, kv_dim, st));
   }
   if (spec_.qk_norm == model::QkNorm::kPerHead) {
     TANDEM_RETURN_IF_ERROR(
-        kc::rms_norm_enqueue(q, d.vec(L.q_norm), eps, n * spec_.n_heads, hd, q, st));
-    TANDEM_RETURN_IF_ERROR(
-        kc::rms_norm_enqueue(k, d.vec(L.k_norm), eps, n * spec_.n_kv_heads, hd, k, st));
+        kc::rms_norm_enqueue(q, d.vec(L.vector(R::kAttnQNorm)), eps, n * spec_.n_heads, hd, q, st));
+    TANDEM_RETURN_IF_ERROR(kc::rms_norm_enqueue(k, d.vec(L.vector(R::kAttnKNorm)), eps,
+                                                n * spec_.n_kv_heads, hd, k, st));
   } else if (spec_.qk_norm == model::QkNorm::kWholeProjection) {
-    TANDEM_RETURN_IF_ERROR(kc::rms_norm_enqueue(q, d.vec(L.q_norm), eps, n, q_dim, q, st));
-    TANDEM_RETURN_IF_ERROR(kc::rms_norm_enqueue(k, d.vec(L.k_norm), eps, n, kv_dim, k, st));
+    TANDEM_RETURN_IF_ERROR(
+        kc::rms_norm_enqueue(q, d.vec(L.vector(R::kAttnQNorm)), eps, n, q_dim, q, st));
+    TANDEM_RETURN_IF_ERROR(
+        kc::rms_norm_enqueue(k, d.vec(L.vector(R::kAttnKNorm)), eps, n, kv_dim, k, st));
   }
   kc::DeviceRope rope;
   rope.neox = spec_.rope.type == model::RopeType::kNeox;
@@ -316,7 +321,7 @@ Status CudaDenseExecutor::attention(size_t layer) {
   float* attn = d.f(d.s.attn);
   TANDEM_RETURN_IF_ERROR(kc::attention_enqueue(q, kv, batch, shape, attn, st));
   float* o = d.f(d.s.tmp);
-  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.o), attn, n, o, st));
+  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kAttnO)), attn, n, o, st));
   return kc::add_enqueue(x, o, n * hidden, x, st);
 }
 
@@ -344,9 +349,11 @@ Status CudaDenseExecutor::dense_ffn(size_t layer) {
   float* x = d.f(d.s.x);
   float* h = d.f(d.s.h);
   float* ffn = d.f(d.s.tmp);
-  TANDEM_RETURN_IF_ERROR(kc::rms_norm_enqueue(
-      x, d.vec(L.ffn_norm), static_cast<float>(spec_.rms_norm_eps), n, hidden, h, d.stream));
-  TANDEM_RETURN_IF_ERROR(swiglu(L.ffn_gate, L.ffn_up, L.ffn_down, h, n, ffn));
+  TANDEM_RETURN_IF_ERROR(kc::rms_norm_enqueue(x, d.vec(L.vector(R::kFfnNorm)),
+                                              static_cast<float>(spec_.rms_norm_eps), n, hidden, h,
+                                              d.stream));
+  TANDEM_RETURN_IF_ERROR(
+      swiglu(L.matrix(R::kDenseGate), L.matrix(R::kDenseUp), L.matrix(R::kDenseDown), h, n, ffn));
   return kc::add_enqueue(x, ffn, n * hidden, x, d.stream);
 }
 
@@ -365,10 +372,10 @@ Status CudaDenseExecutor::moe_input(size_t layer, std::span<float> h_out,
   TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device), "cudaSetDevice");
   float* h = d.f(d.s.h);
   float* router = d.f(d.s.router);
-  TANDEM_RETURN_IF_ERROR(kc::rms_norm_enqueue(d.f(d.s.x), d.vec(L.ffn_norm),
+  TANDEM_RETURN_IF_ERROR(kc::rms_norm_enqueue(d.f(d.s.x), d.vec(L.vector(R::kFfnNorm)),
                                               static_cast<float>(spec_.rms_norm_eps), n, hidden, h,
                                               d.stream));
-  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.router), h, n, router, d.stream));
+  TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kRouter)), h, n, router, d.stream));
   float* pin_h = d.pf(d.s.pin_act);
   float* pin_r = d.pf(d.s.pin_router);
   const auto d2h = cudaMemcpyDeviceToHost;
@@ -401,14 +408,15 @@ Status CudaDenseExecutor::moe_output(size_t layer, std::span<const float> moe_su
   TANDEM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(ffn, pin, n * hidden * sizeof(float), cudaMemcpyHostToDevice, d.stream),
       "upload the MoE sum");
-  if (L.shared_gate.present()) {
+  if (L.matrix(R::kSharedGate).present()) {
     const float* h = d.f(d.s.h);
     float* shared = d.f(d.s.shared);
-    TANDEM_RETURN_IF_ERROR(swiglu(L.shared_gate, L.shared_up, L.shared_down, h, n, shared));
-    if (L.shared_expert_gate.present()) {
+    TANDEM_RETURN_IF_ERROR(swiglu(L.matrix(R::kSharedGate), L.matrix(R::kSharedUp),
+                                  L.matrix(R::kSharedDown), h, n, shared));
+    if (L.matrix(R::kSharedExpertGate).present()) {
       float* logit = d.f(d.s.gate_logit);
       TANDEM_RETURN_IF_ERROR(
-          kc::matmul_enqueue(d.mat(L.shared_expert_gate), h, n, logit, d.stream));
+          kc::matmul_enqueue(d.mat(L.matrix(R::kSharedExpertGate)), h, n, logit, d.stream));
       TANDEM_RETURN_IF_ERROR(kc::scale_rows_by_sigmoid_enqueue(shared, logit, n, hidden, d.stream));
     }
     TANDEM_RETURN_IF_ERROR(kc::add_enqueue(ffn, shared, n * hidden, ffn, d.stream));

@@ -91,34 +91,16 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
     const model::LayerWeights& W = weights.layers[l];
     DeviceLayerRefs& d = plan.layers[l];
     d.moe = L.moe;
-    d.attn_norm = planner.vector(L.attn_norm, W.attn_norm);
-    d.q = planner.matrix(L.q, W.q);
-    d.k = planner.matrix(L.k, W.k);
-    d.v = planner.matrix(L.v, W.v);
-    d.o = planner.matrix(L.o, W.o);
-    d.q_bias = planner.vector(L.q_bias, W.q_bias);
-    d.k_bias = planner.vector(L.k_bias, W.k_bias);
-    d.v_bias = planner.vector(L.v_bias, W.v_bias);
-    d.q_norm = planner.vector(L.q_norm, W.q_norm);
-    d.k_norm = planner.vector(L.k_norm, W.k_norm);
-    d.ffn_norm = planner.vector(L.ffn_norm, W.ffn_norm);
-    if (L.moe) {
-      d.router = planner.matrix(L.router, W.router);
-      if (L.has_shared) {
-        d.shared_gate = planner.matrix(L.shared_gate, W.shared_gate);
-        d.shared_up = planner.matrix(L.shared_up, W.shared_up);
-        d.shared_down = planner.matrix(L.shared_down, W.shared_down);
-        ffn_max = std::max(ffn_max, L.shared_gate.rows);
+    for (const model::LayerRole& r : model::layer_roles()) {
+      const size_t i = static_cast<size_t>(r.role);
+      if (r.use == model::RoleUse::kMatrix) {
+        d.matrices[i] = planner.matrix(L.matrices[i], W[r.role]);
+      } else if (r.use == model::RoleUse::kVector) {
+        d.vectors[i] = planner.vector(L.vectors[i], W[r.role]);
       }
-      if (L.has_shared_gate) {
-        d.shared_expert_gate = planner.matrix(L.shared_expert_gate, W.shared_expert_gate);
-      }
-    } else {
-      d.ffn_gate = planner.matrix(L.ffn_gate, W.ffn_gate);
-      d.ffn_up = planner.matrix(L.ffn_up, W.ffn_up);
-      d.ffn_down = planner.matrix(L.ffn_down, W.ffn_down);
-      ffn_max = std::max(ffn_max, L.ffn_gate.rows);
     }
+    using R = model::WeightRole;
+    ffn_max = std::max({ffn_max, L.matrix(R::kSharedGate).rows, L.matrix(R::kDenseGate).rows});
   }
 
   // Exact: one allocation of 2 * layers * blocks * block_tokens * kv_dim floats (no padding, so

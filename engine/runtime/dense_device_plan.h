@@ -2,6 +2,7 @@
 // in device memory, computed without a device (so startup can budget memory before any CUDA call).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -51,11 +52,19 @@ struct DeviceVectorRef {
   bool present() const { return offset != kNoTensor; }
 };
 
+// A layer's weights on the device, by WeightRole (absent refs where the layer has none): every
+// RoleUse::kMatrix and kVector role of the layer_roles() table that the layer has.
 struct DeviceLayerRefs {
-  DeviceVectorRef attn_norm, q_bias, k_bias, v_bias, q_norm, k_norm, ffn_norm;
-  DeviceMatrixRef q, k, v, o, router, shared_gate, shared_up, shared_down, shared_expert_gate;
-  DeviceMatrixRef ffn_gate, ffn_up, ffn_down;
+  std::array<DeviceMatrixRef, model::kWeightRoleCount> matrices;
+  std::array<DeviceVectorRef, model::kWeightRoleCount> vectors;
   bool moe = false;
+
+  const DeviceMatrixRef& matrix(model::WeightRole role) const {
+    return matrices[static_cast<size_t>(role)];
+  }
+  const DeviceVectorRef& vector(model::WeightRole role) const {
+    return vectors[static_cast<size_t>(role)];
+  }
 };
 
 // One host -> device copy into the weights buffer.

@@ -14,6 +14,8 @@
 #include "kernels/cpu/vector_ops.h"
 
 namespace tandem::runtime {
+
+using R = model::WeightRole;
 namespace {
 
 // dst[t * dst_stride + dst_off .. + width) = src[t * src_stride + src_off .. + width), t < n.
@@ -75,7 +77,7 @@ void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInpu
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   ThreadPool* pool = pool_.get();
 
-  kernels::rms_norm(x_, L.attn_norm, eps, n, hidden, h_);
+  kernels::rms_norm(x_, L.vector(R::kAttnNorm), eps, n, hidden, h_);
   std::span<const float> h(h_.data(), n * hidden);
 
   // Queries [n x heads x (nope + rope)], through the low-rank q when the model has one.
@@ -85,19 +87,19 @@ void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInpu
     const size_t r = m.q_lora_rank;
     mla_qa_.resize(n * r);
     std::span<float> qa(mla_qa_.data(), n * r);
-    experts::pooled_matmul(pool, L.q_a, h, n, qa, mode_, scratch_);
-    kernels::rms_norm(qa, L.q_a_norm, eps, n, r, qa);
-    experts::pooled_matmul(pool, L.q_b, qa, n, q_raw, mode_, scratch_);
+    experts::pooled_matmul(pool, L.matrix(R::kAttnQA), h, n, qa, mode_, scratch_);
+    kernels::rms_norm(qa, L.vector(R::kAttnQANorm), eps, n, r, qa);
+    experts::pooled_matmul(pool, L.matrix(R::kAttnQB), qa, n, q_raw, mode_, scratch_);
   } else {
-    experts::pooled_matmul(pool, L.q, h, n, q_raw, mode_, scratch_);
+    experts::pooled_matmul(pool, L.matrix(R::kAttnQ), h, n, q_raw, mode_, scratch_);
   }
 
   // The cache rows: [c_kv | k_pe] from one projection; c_kv normed, k_pe rotated.
   std::span<float> kv(k_.data(), n * row);
-  experts::pooled_matmul(pool, L.kv_a, h, n, kv, mode_, scratch_);
+  experts::pooled_matmul(pool, L.matrix(R::kAttnKvA), h, n, kv, mode_, scratch_);
   for (size_t t = 0; t < n; ++t) {
     std::span<float> c(k_.data() + t * row, lora);
-    kernels::rms_norm(c, L.kv_a_norm, eps, 1, lora, c);
+    kernels::rms_norm(c, L.vector(R::kAttnKvANorm), eps, 1, lora, c);
   }
   kernels::RopeConfig rope = rope_config(spec_, layer);
   rope.head_dim = rope_dim;
@@ -143,8 +145,9 @@ void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInpu
   per_head_matmul(pool, L.v_b, attn_.data(), heads * lora, lora, mla_heads_.data(), heads * v_head,
                   v_head, n, mode_);
   std::span<float> o(tmp_.data(), n * hidden);
-  experts::pooled_matmul(pool, L.o, std::span<const float>(mla_heads_.data(), n * heads * v_head),
-                         n, o, mode_, scratch_);
+  experts::pooled_matmul(pool, L.matrix(R::kAttnO),
+                         std::span<const float>(mla_heads_.data(), n * heads * v_head), n, o, mode_,
+                         scratch_);
   std::span<float> x(x_.data(), n * hidden);
   kernels::add(x, o, x);
 }

@@ -14,6 +14,8 @@
 
 namespace tandem::runtime {
 
+using R = model::WeightRole;
+
 experts::RouterRecipe router_recipe(const model::ModelSpec& spec) {
   experts::RouterRecipe recipe;
   recipe.policy = spec.routing;
@@ -329,7 +331,7 @@ Status ModelRunner::forward_dense(std::span<const SequenceInput> batch, ForwardO
     std::span<float> h(h_.data(), n * hidden);
     TANDEM_RETURN_IF_ERROR(dense_->moe_input(l, h, router_));
     experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_,
-                   weights_.layers[l].selection_bias);
+                   weights_.layers[l].vector(R::kRouterSelectionBias));
     if (record) out.routing[l] = routing_;
     std::span<float> ffn(tmp_.data(), n * hidden);
     TANDEM_RETURN_IF_ERROR(moe_->run(l, n_experts, h, n, hidden, routing_, expert_map_, ffn));
@@ -347,33 +349,34 @@ Status ModelRunner::ffn_block(size_t layer, ForwardOutput& out, bool record) {
   const size_t hidden = spec_.hidden_size;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
   ThreadPool* pool = pool_.get();
-  kernels::rms_norm(x_, L.ffn_norm, eps, n, hidden, h_);
+  kernels::rms_norm(x_, L.vector(R::kFfnNorm), eps, n, hidden, h_);
   std::span<const float> h(h_.data(), n * hidden);
   std::span<float> ffn(tmp_.data(), n * hidden);
   if (!L.moe) {
-    experts::swiglu_mlp(pool, L.ffn_gate, L.ffn_up, L.ffn_down, h, n, ffn, mode_, scratch_);
+    experts::swiglu_mlp(pool, L.matrix(R::kDenseGate), L.matrix(R::kDenseUp),
+                        L.matrix(R::kDenseDown), h, n, ffn, mode_, scratch_);
   } else {
     const size_t n_experts = spec_.n_experts;
     router_.resize(n * n_experts);
-    experts::pooled_matmul(pool, L.router, h, n, router_, kernels::MatmulActivations::kFloat,
-                           scratch_);
-    if (!L.router_bias.empty()) {
+    experts::pooled_matmul(pool, L.matrix(R::kRouter), h, n, router_,
+                           kernels::MatmulActivations::kFloat, scratch_);
+    if (!L.vector(R::kRouterBias).empty()) {
       for (size_t t = 0; t < n; ++t) {
         std::span<float> row(router_.data() + t * n_experts, n_experts);
-        kernels::add(row, L.router_bias, row);
+        kernels::add(row, L.vector(R::kRouterBias), row);
       }
     }
     experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_,
-                   L.selection_bias);
+                   L.vector(R::kRouterSelectionBias));
     if (record) out.routing[layer] = routing_;
     TANDEM_RETURN_IF_ERROR(moe_->run(layer, n_experts, h, n, hidden, routing_, expert_map_, ffn));
-    if (L.has_shared) {
+    if (L.has(R::kSharedGate)) {
       shared_out_.resize(n * hidden);
-      experts::swiglu_mlp(pool, L.shared_gate, L.shared_up, L.shared_down, h, n, shared_out_, mode_,
-                          scratch_);
-      if (L.has_shared_gate) {
+      experts::swiglu_mlp(pool, L.matrix(R::kSharedGate), L.matrix(R::kSharedUp),
+                          L.matrix(R::kSharedDown), h, n, shared_out_, mode_, scratch_);
+      if (L.has(R::kSharedExpertGate)) {
         gate_.resize(n);
-        experts::pooled_matmul(pool, L.shared_expert_gate, h, n, gate_,
+        experts::pooled_matmul(pool, L.matrix(R::kSharedExpertGate), h, n, gate_,
                                kernels::MatmulActivations::kFloat, scratch_);
         kernels::sigmoid(gate_, gate_);
         for (size_t t = 0; t < n; ++t) {

@@ -30,23 +30,20 @@ Status slab_matrix(const model::TensorInfo& t, size_t index, size_t count, size_
 Status prepare_mla(const model::ModelSpec& spec, const model::LayerWeights& w, PreparedLayer& L) {
   const model::MlaSpec& m = spec.mla;
   const size_t heads = spec.n_heads;
-  TANDEM_RETURN_IF_ERROR(to_matrix(w.q_a, L.q_a));
-  TANDEM_RETURN_IF_ERROR(to_matrix(w.q_b, L.q_b));
-  TANDEM_RETURN_IF_ERROR(to_matrix(w.kv_a, L.kv_a));
-  TANDEM_RETURN_IF_ERROR(to_float(w.q_a_norm, L.q_a_norm));
-  TANDEM_RETURN_IF_ERROR(to_float(w.kv_a_norm, L.kv_a_norm));
+  using R = model::WeightRole;
   L.k_b.resize(heads);
   L.v_b.resize(heads);
   if (m.split_kv_b) {
     for (size_t j = 0; j < heads; ++j) {
       TANDEM_RETURN_IF_ERROR(
-          slab_matrix(*w.k_b, j, heads, m.kv_lora_rank, m.qk_nope_dim, L.k_b[j]));
-      TANDEM_RETURN_IF_ERROR(slab_matrix(*w.v_b, j, heads, m.v_head_dim, m.kv_lora_rank, L.v_b[j]));
+          slab_matrix(*w[R::kAttnKB], j, heads, m.kv_lora_rank, m.qk_nope_dim, L.k_b[j]));
+      TANDEM_RETURN_IF_ERROR(
+          slab_matrix(*w[R::kAttnVB], j, heads, m.v_head_dim, m.kv_lora_rank, L.v_b[j]));
     }
     return Status();
   }
   kernels::WeightMatrix kv_b;
-  TANDEM_RETURN_IF_ERROR(to_matrix(w.kv_b, kv_b));
+  TANDEM_RETURN_IF_ERROR(to_matrix(w[R::kAttnKvB], kv_b));
   const size_t per_head = m.qk_nope_dim + m.v_head_dim;
   const size_t lora = m.kv_lora_rank;
   L.mla_owned.assign(heads * lora * m.qk_nope_dim, 0.0f);
@@ -83,37 +80,17 @@ Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     const model::LayerWeights& w = weights.layers[l];
     PreparedLayer& L = p.layers[l];
-    TANDEM_RETURN_IF_ERROR(to_float(w.attn_norm, L.attn_norm));
-    TANDEM_RETURN_IF_ERROR(to_matrix(w.q, L.q));
-    TANDEM_RETURN_IF_ERROR(to_matrix(w.k, L.k));
-    TANDEM_RETURN_IF_ERROR(to_matrix(w.v, L.v));
-    TANDEM_RETURN_IF_ERROR(to_matrix(w.o, L.o));
-    TANDEM_RETURN_IF_ERROR(to_float(w.o_bias, L.o_bias));
-    TANDEM_RETURN_IF_ERROR(to_float(w.sinks, L.sinks));
-    TANDEM_RETURN_IF_ERROR(to_float(w.q_bias, L.q_bias));
-    TANDEM_RETURN_IF_ERROR(to_float(w.k_bias, L.k_bias));
-    TANDEM_RETURN_IF_ERROR(to_float(w.v_bias, L.v_bias));
-    TANDEM_RETURN_IF_ERROR(to_float(w.q_norm, L.q_norm));
-    TANDEM_RETURN_IF_ERROR(to_float(w.k_norm, L.k_norm));
+    L.moe = w.moe;
+    for (const model::LayerRole& r : model::layer_roles()) {
+      const size_t i = static_cast<size_t>(r.role);
+      if (r.use == model::RoleUse::kMatrix) {
+        TANDEM_RETURN_IF_ERROR(to_matrix(w[r.role], L.matrices[i]));
+      } else if (r.use == model::RoleUse::kVector) {
+        TANDEM_RETURN_IF_ERROR(to_float(w[r.role], L.vectors[i]));
+      }
+    }
     if (spec.attention == model::AttentionKind::kMla) {
       TANDEM_RETURN_IF_ERROR(prepare_mla(spec, w, L));
-    }
-    TANDEM_RETURN_IF_ERROR(to_float(w.ffn_norm, L.ffn_norm));
-    L.moe = w.moe;
-    if (w.moe) {
-      TANDEM_RETURN_IF_ERROR(to_matrix(w.router, L.router));
-      TANDEM_RETURN_IF_ERROR(to_float(w.router_bias, L.router_bias));
-      TANDEM_RETURN_IF_ERROR(to_float(w.selection_bias, L.selection_bias));
-      L.has_shared = w.shared_gate != nullptr;
-      TANDEM_RETURN_IF_ERROR(to_matrix(w.shared_gate, L.shared_gate));
-      TANDEM_RETURN_IF_ERROR(to_matrix(w.shared_up, L.shared_up));
-      TANDEM_RETURN_IF_ERROR(to_matrix(w.shared_down, L.shared_down));
-      L.has_shared_gate = w.shared_expert_gate != nullptr;
-      TANDEM_RETURN_IF_ERROR(to_matrix(w.shared_expert_gate, L.shared_expert_gate));
-    } else {
-      TANDEM_RETURN_IF_ERROR(to_matrix(w.ffn_gate, L.ffn_gate));
-      TANDEM_RETURN_IF_ERROR(to_matrix(w.ffn_up, L.ffn_up));
-      TANDEM_RETURN_IF_ERROR(to_matrix(w.ffn_down, L.ffn_down));
     }
   }
   return p;
@@ -132,10 +109,10 @@ size_t interleave_dense_matrices(PreparedWeights& w, kernels::MatmulActivations 
     copied += buffer.size();
   };
   for (PreparedLayer& L : w.layers) {
-    for (kernels::WeightMatrix* m :
-         {&L.q, &L.k, &L.v, &L.o, &L.q_a, &L.q_b, &L.kv_a, &L.shared_gate, &L.shared_up,
-          &L.shared_down, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
-      interleave(*m);
+    for (const model::LayerRole& r : model::layer_roles()) {
+      if (r.use == model::RoleUse::kMatrix && r.bulk) {
+        interleave(L.matrices[static_cast<size_t>(r.role)]);
+      }
     }
   }
   interleave(w.lm_head);

@@ -2,6 +2,7 @@
 // small vectors (norms, biases) converted to float once.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -14,29 +15,28 @@
 namespace tandem::runtime {
 
 struct PreparedLayer {
-  std::vector<float> attn_norm;
-  kernels::WeightMatrix q, k, v, o;
-  std::vector<float> q_bias, k_bias, v_bias, o_bias;  // empty when absent
-  std::vector<float> sinks;                           // [n_heads] or empty
-  std::vector<float> q_norm, k_norm;                  // empty when absent
-  // MLA (q above when q_lora_rank is 0). k_b[j]: head j's key up-projection transposed,
-  // [kv_lora x nope], mapping q_nope into the latent space; v_b[j]: [v_head x kv_lora], mapping
-  // the attention output over the latent back to the head's value. Views into the checkpoint
-  // (split layout) or into mla_owned (legacy attn_kv_b, split and transposed to F32 at load).
-  kernels::WeightMatrix q_a, q_b, kv_a;
-  std::vector<float> q_a_norm, kv_a_norm;
+  // By WeightRole, filled from the layer_roles() table: RoleUse::kMatrix roles as kernel views
+  // (data null when absent), kVector roles as float copies (empty when absent).
+  std::array<kernels::WeightMatrix, model::kWeightRoleCount> matrices;
+  std::array<std::vector<float>, model::kWeightRoleCount> vectors;
+  // MLA (RoleUse::kHeadMatrices). k_b[j]: head j's key up-projection transposed, [kv_lora x
+  // nope], mapping q_nope into the latent space; v_b[j]: [v_head x kv_lora], mapping the
+  // attention output over the latent back to the head's value. Views into the checkpoint (split
+  // layout) or into mla_owned (legacy attn_kv_b, split and transposed to F32 at load).
   std::vector<kernels::WeightMatrix> k_b, v_b;
   std::vector<float> mla_owned;
-  std::vector<float> ffn_norm;
   bool moe = false;
-  kernels::WeightMatrix router;       // [n_experts x hidden]
-  std::vector<float> router_bias;     // [n_experts] or empty
-  std::vector<float> selection_bias;  // [n_experts] or empty
-  bool has_shared = false;
-  kernels::WeightMatrix shared_gate, shared_up, shared_down;
-  bool has_shared_gate = false;
-  kernels::WeightMatrix shared_expert_gate;          // [1 x hidden]
-  kernels::WeightMatrix ffn_gate, ffn_up, ffn_down;  // dense layers
+
+  const kernels::WeightMatrix& matrix(model::WeightRole role) const {
+    return matrices[static_cast<size_t>(role)];
+  }
+  // The float copy of a vector role (empty when the layer has none).
+  const std::vector<float>& vector(model::WeightRole role) const {
+    return vectors[static_cast<size_t>(role)];
+  }
+  bool has(model::WeightRole role) const {
+    return matrix(role).data != nullptr || !vector(role).empty();
+  }
 };
 
 // Views into the checkpoint (matrices) plus float copies of vectors. The ModelWeights and its
@@ -57,9 +57,10 @@ Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
 // Gives each dense matrix that the active kernels compute faster in its type's interleaved layout
 // on `mode`'s path (kernels::interleaved_layout_preferred: Q4_K with AVX-512 VNNI today) an owned
 // interleaved copy (WeightMatrix::interleaved): the same bits, faster with many tokens (prefill,
-// batched decode), while a lone token still reads the rows. The projections, MLA's q_a / q_b /
-// kv_a, shared experts, dense FFNs and the lm head; the embedding and the per-head MLA matrices
-// keep their rows only. Returns the bytes copied.
+// batched decode), while a lone token still reads the rows. Every layer matrix the role table marks
+// `bulk` (the projections, MLA's q_a / q_b / kv_a, shared experts, dense FFNs) and the lm head; the
+// embedding, the routers and the per-head MLA matrices keep their rows only. Returns the bytes
+// copied.
 size_t interleave_dense_matrices(PreparedWeights& w, kernels::MatmulActivations mode);
 
 }  // namespace tandem::runtime

@@ -95,9 +95,10 @@ TEST_CASE("the tiny-moe GGUF files open and bind", "[model][checkpoint]") {
     REQUIRE(w.layers.size() == 2);
     const LayerWeights& l1 = w.layers[1];
     CHECK(l1.moe);
-    CHECK(l1.q_norm->name == "blk.1.attn_q_norm.weight");
-    CHECK(l1.router->name == "blk.1.ffn_gate_inp.weight");
-    CHECK(l1.router->type == TensorType::kF32);  // README: routers stay F32 in the Q8_0 file
+    CHECK(l1[WeightRole::kAttnQNorm]->name == "blk.1.attn_q_norm.weight");
+    CHECK(l1[WeightRole::kRouter]->name == "blk.1.ffn_gate_inp.weight");
+    CHECK(l1[WeightRole::kRouter]->type ==
+          TensorType::kF32);  // README: routers stay F32 in the Q8_0 file
     REQUIRE(l1.experts_gate.is_fused());
     CHECK(l1.experts_gate.n_experts() == 8);
     // Expert 5's gate is the 6th [32, 64] slab of blk.1.ffn_gate_exps.weight.
@@ -130,26 +131,26 @@ TEST_CASE("HF checkpoints bind per-expert tensors to the same roles", "[model][c
     CHECK(g3.data.data() == g3.source->data.data());
     CHECK(l0.experts_down.expert(3).source->name ==
           "model.layers.0.mlp.experts.3.down_proj.weight");
-    CHECK(l0.q_norm->name == "model.layers.0.self_attn.q_norm.weight");
-    CHECK(l0.attn_norm->name == "model.layers.0.input_layernorm.weight");
-    CHECK(l0.ffn_norm->name == "model.layers.0.post_attention_layernorm.weight");
+    CHECK(l0[WeightRole::kAttnQNorm]->name == "model.layers.0.self_attn.q_norm.weight");
+    CHECK(l0[WeightRole::kAttnNorm]->name == "model.layers.0.input_layernorm.weight");
+    CHECK(l0[WeightRole::kFfnNorm]->name == "model.layers.0.post_attention_layernorm.weight");
     CHECK(c->weights->unused.empty());
   }
   SECTION("qwen2_moe: shared expert, its gate and qkv biases") {
     Result<Checkpoint> c = open_model(kHf + "qwen2_moe");
     REQUIRE(c.ok());
     const LayerWeights& l1 = c->weights->layers[1];
-    CHECK(l1.shared_gate->name == "model.layers.1.mlp.shared_expert.gate_proj.weight");
-    CHECK(l1.shared_down->shape == std::vector<uint64_t>{64, 48});
-    CHECK(l1.shared_expert_gate->shape == std::vector<uint64_t>{1, 64});
-    CHECK(l1.q_bias->name == "model.layers.1.self_attn.q_proj.bias");
+    CHECK(l1[WeightRole::kSharedGate]->name == "model.layers.1.mlp.shared_expert.gate_proj.weight");
+    CHECK(l1[WeightRole::kSharedDown]->shape == std::vector<uint64_t>{64, 48});
+    CHECK(l1[WeightRole::kSharedExpertGate]->shape == std::vector<uint64_t>{1, 64});
+    CHECK(l1[WeightRole::kAttnQBias]->name == "model.layers.1.self_attn.q_proj.bias");
     CHECK(c->weights->unused.empty());
   }
   SECTION("mixtral, sharded: w1/w3/w2 are gate/up/down; experts span shards") {
     Result<Checkpoint> c = open_model(kHf + "mixtral_sharded");
     REQUIRE(c.ok());
     const LayerWeights& l1 = c->weights->layers[1];
-    CHECK(l1.router->name == "model.layers.1.block_sparse_moe.gate.weight");
+    CHECK(l1[WeightRole::kRouter]->name == "model.layers.1.block_sparse_moe.gate.weight");
     CHECK(l1.experts_gate.expert(6).source->name ==
           "model.layers.1.block_sparse_moe.experts.6.w1.weight");
     CHECK(l1.experts_up.expert(6).source->name ==
@@ -163,8 +164,8 @@ TEST_CASE("HF checkpoints bind per-expert tensors to the same roles", "[model][c
   SECTION("olmoe: Q/K norms over the whole projection") {
     Result<Checkpoint> c = open_model(kHf + "olmoe");
     REQUIRE(c.ok());
-    CHECK(c->weights->layers[0].q_norm->shape == std::vector<uint64_t>{64});
-    CHECK(c->weights->layers[0].k_norm->shape == std::vector<uint64_t>{32});
+    CHECK(c->weights->layers[0][WeightRole::kAttnQNorm]->shape == std::vector<uint64_t>{64});
+    CHECK(c->weights->layers[0][WeightRole::kAttnKNorm]->shape == std::vector<uint64_t>{32});
   }
   SECTION("a lone safetensors file lists but is not runnable") {
     Result<Checkpoint> c = open_checkpoint(kHf + "olmoe/model.safetensors");

@@ -315,12 +315,12 @@ TEST_CASE("the transformers-written gpt-oss checkpoint opens with derived expert
         "model.layers.1.mlp.experts.gate_up_proj_scales");
   CHECK(l1.experts_down.expert(0).rows == 64);
   CHECK(l1.experts_down.expert(0).cols == 96);
-  CHECK(l1.experts_gate_bias->shape == std::vector<uint64_t>{8, 96});
-  CHECK(l1.experts_down_bias->name == "model.layers.1.mlp.experts.down_proj_bias");
-  CHECK(l1.experts_down_bias->derived_from.empty());
-  CHECK(l1.sinks->name == "model.layers.1.self_attn.sinks");
-  CHECK(l1.o_bias->name == "model.layers.1.self_attn.o_proj.bias");
-  CHECK(l1.router_bias->name == "model.layers.1.mlp.router.bias");
+  CHECK(l1[WeightRole::kExpertGateBias]->shape == std::vector<uint64_t>{8, 96});
+  CHECK(l1[WeightRole::kExpertDownBias]->name == "model.layers.1.mlp.experts.down_proj_bias");
+  CHECK(l1[WeightRole::kExpertDownBias]->derived_from.empty());
+  CHECK(l1[WeightRole::kAttnSinks]->name == "model.layers.1.self_attn.sinks");
+  CHECK(l1[WeightRole::kAttnOBias]->name == "model.layers.1.self_attn.o_proj.bias");
+  CHECK(l1[WeightRole::kRouterBias]->name == "model.layers.1.mlp.router.bias");
   // The moved checkpoint keeps its derived bytes alive.
   const auto moved = std::make_unique<Checkpoint>(std::move(c).value());
   REQUIRE(moved->weights.has_value());

@@ -382,12 +382,7 @@ uint64_t dense_file_bytes(const model::ModelWeights& w) {
   add(w.output_norm);
   add(w.lm_head);
   for (const model::LayerWeights& l : w.layers) {
-    for (const model::TensorInfo* t :
-         {l.attn_norm, l.q, l.k, l.v, l.o, l.q_bias, l.k_bias, l.v_bias, l.q_norm, l.k_norm,
-          l.ffn_norm, l.router, l.shared_gate, l.shared_up, l.shared_down, l.shared_expert_gate,
-          l.ffn_gate, l.ffn_up, l.ffn_down}) {
-      add(t);
-    }
+    for (const model::TensorInfo* t : l.dense_tensors()) add(t);
   }
   return sum;
 }

@@ -105,7 +105,8 @@ TEST_CASE("GGUF glm4moe and minimax-m2 copies of the HF fixtures match transform
   CHECK(glm->spec->n_layers == 3);  // block_count 4 less the nextn layer
   CHECK(glm->spec->qk_norm == model::QkNorm::kPerHead);
   CHECK(glm->spec->attn_qkv_bias);
-  CHECK(glm->weights->layers[1].ffn_norm->name == "blk.1.post_attention_norm.weight");
+  CHECK(glm->weights->layers[1][model::WeightRole::kFfnNorm]->name ==
+        "blk.1.post_attention_norm.weight");
   size_t mtp_unused = 0;
   for (const model::TensorInfo* t : glm->weights->unused)
     mtp_unused += t->name.starts_with("blk.3.");

@@ -21,6 +21,8 @@
 
 namespace tandem::runtime::testing {
 
+using R = model::WeightRole;
+
 // The same kernels in the same order as ModelRunner's CPU path (single-threaded: the pooled kernels
 // are bit-identical for any thread count), so its logits must equal the CPU path's bit for bit.
 // Its KV mirror starts as NaN: a row the runner forgot to have written (or a copy-on-write copy
@@ -64,19 +66,19 @@ class HostDenseExecutor final : public DenseExecutor {
     const size_t hd = spec_.head_dim;
     const float eps = static_cast<float>(spec_.rms_norm_eps);
     std::vector<float> q(n_ * q_dim), k(n_ * kv_dim), v(n_ * kv_dim), attn(n_ * q_dim);
-    kernels::rms_norm(x_, L.attn_norm, eps, n_, hidden, h_);
-    experts::pooled_matmul(nullptr, L.q, h_, n_, q, mode_, scratch_);
-    experts::pooled_matmul(nullptr, L.k, h_, n_, k, mode_, scratch_);
-    experts::pooled_matmul(nullptr, L.v, h_, n_, v, mode_, scratch_);
-    add_bias(q, L.q_bias);
-    add_bias(k, L.k_bias);
-    add_bias(v, L.v_bias);
+    kernels::rms_norm(x_, L.vector(R::kAttnNorm), eps, n_, hidden, h_);
+    experts::pooled_matmul(nullptr, L.matrix(R::kAttnQ), h_, n_, q, mode_, scratch_);
+    experts::pooled_matmul(nullptr, L.matrix(R::kAttnK), h_, n_, k, mode_, scratch_);
+    experts::pooled_matmul(nullptr, L.matrix(R::kAttnV), h_, n_, v, mode_, scratch_);
+    add_bias(q, L.vector(R::kAttnQBias));
+    add_bias(k, L.vector(R::kAttnKBias));
+    add_bias(v, L.vector(R::kAttnVBias));
     if (spec_.qk_norm == model::QkNorm::kPerHead) {
-      kernels::rms_norm_heads(q, L.q_norm, eps, n_, spec_.n_heads, hd, q);
-      kernels::rms_norm_heads(k, L.k_norm, eps, n_, spec_.n_kv_heads, hd, k);
+      kernels::rms_norm_heads(q, L.vector(R::kAttnQNorm), eps, n_, spec_.n_heads, hd, q);
+      kernels::rms_norm_heads(k, L.vector(R::kAttnKNorm), eps, n_, spec_.n_kv_heads, hd, k);
     } else if (spec_.qk_norm == model::QkNorm::kWholeProjection) {
-      kernels::rms_norm(q, L.q_norm, eps, n_, q_dim, q);
-      kernels::rms_norm(k, L.k_norm, eps, n_, kv_dim, k);
+      kernels::rms_norm(q, L.vector(R::kAttnQNorm), eps, n_, q_dim, q);
+      kernels::rms_norm(k, L.vector(R::kAttnKNorm), eps, n_, kv_dim, k);
     }
     kernels::RopeConfig rope;
     rope.layout = spec_.rope.type == model::RopeType::kNeox ? kernels::RopeLayout::kNeox
@@ -109,7 +111,7 @@ class HostDenseExecutor final : public DenseExecutor {
         kernels::attention_heads(qs, s.n_tokens, s.start_pos, kv, cfg, out, head, head + 1);
       }
     }
-    experts::pooled_matmul(nullptr, L.o, attn, n_, tmp_, mode_, scratch_);
+    experts::pooled_matmul(nullptr, L.matrix(R::kAttnO), attn, n_, tmp_, mode_, scratch_);
     kernels::add(x_, tmp_, x_);
     return Status();
   }
@@ -117,9 +119,10 @@ class HostDenseExecutor final : public DenseExecutor {
   Status dense_ffn(size_t layer) override {
     TANDEM_RETURN_IF_ERROR(fail("dense_ffn " + std::to_string(layer)));
     const PreparedLayer& L = w_.layers[layer];
-    kernels::rms_norm(x_, L.ffn_norm, static_cast<float>(spec_.rms_norm_eps), n_, spec_.hidden_size,
-                      h_);
-    experts::swiglu_mlp(nullptr, L.ffn_gate, L.ffn_up, L.ffn_down, h_, n_, tmp_, mode_, scratch_);
+    kernels::rms_norm(x_, L.vector(R::kFfnNorm), static_cast<float>(spec_.rms_norm_eps), n_,
+                      spec_.hidden_size, h_);
+    experts::swiglu_mlp(nullptr, L.matrix(R::kDenseGate), L.matrix(R::kDenseUp),
+                        L.matrix(R::kDenseDown), h_, n_, tmp_, mode_, scratch_);
     kernels::add(x_, tmp_, x_);
     return Status();
   }
@@ -127,10 +130,10 @@ class HostDenseExecutor final : public DenseExecutor {
   Status moe_input(size_t layer, std::span<float> h, std::span<float> router) override {
     TANDEM_RETURN_IF_ERROR(fail("moe_input " + std::to_string(layer)));
     const PreparedLayer& L = w_.layers[layer];
-    kernels::rms_norm(x_, L.ffn_norm, static_cast<float>(spec_.rms_norm_eps), n_, spec_.hidden_size,
-                      h_);
-    experts::pooled_matmul(nullptr, L.router, h_, n_, router, kernels::MatmulActivations::kFloat,
-                           scratch_);
+    kernels::rms_norm(x_, L.vector(R::kFfnNorm), static_cast<float>(spec_.rms_norm_eps), n_,
+                      spec_.hidden_size, h_);
+    experts::pooled_matmul(nullptr, L.matrix(R::kRouter), h_, n_, router,
+                           kernels::MatmulActivations::kFloat, scratch_);
     std::copy(h_.begin(), h_.end(), h.begin());
     return Status();
   }
@@ -140,13 +143,13 @@ class HostDenseExecutor final : public DenseExecutor {
     const PreparedLayer& L = w_.layers[layer];
     const size_t hidden = spec_.hidden_size;
     std::vector<float> ffn(moe_sum.begin(), moe_sum.end());
-    if (L.has_shared) {
+    if (L.has(R::kSharedGate)) {
       std::vector<float> shared(n_ * hidden);
-      experts::swiglu_mlp(nullptr, L.shared_gate, L.shared_up, L.shared_down, h_, n_, shared, mode_,
-                          scratch_);
-      if (L.has_shared_gate) {
+      experts::swiglu_mlp(nullptr, L.matrix(R::kSharedGate), L.matrix(R::kSharedUp),
+                          L.matrix(R::kSharedDown), h_, n_, shared, mode_, scratch_);
+      if (L.has(R::kSharedExpertGate)) {
         std::vector<float> gate(n_);
-        experts::pooled_matmul(nullptr, L.shared_expert_gate, h_, n_, gate,
+        experts::pooled_matmul(nullptr, L.matrix(R::kSharedExpertGate), h_, n_, gate,
                                kernels::MatmulActivations::kFloat, scratch_);
         kernels::sigmoid(gate, gate);
         for (size_t t = 0; t < n_; ++t) {

@@ -109,8 +109,8 @@ TEST_CASE("tiny-deepseek2 spec: MLA sizes, DeepSeek router, shared expert, YaRN 
     CHECK(s.moe_layers == std::vector<bool>{false, true, true});
     CHECK(s.dense_ffn_size == 128);
     const model::LayerWeights& l1 = ckpt->weights->layers[1];
-    CHECK(l1.selection_bias->name == "blk.1.exp_probs_b.bias");
-    CHECK((legacy ? l1.kv_b : l1.k_b) != nullptr);
+    CHECK(l1[model::WeightRole::kRouterSelectionBias]->name == "blk.1.exp_probs_b.bias");
+    CHECK((legacy ? l1[model::WeightRole::kAttnKvB] : l1[model::WeightRole::kAttnKB]) != nullptr);
     CHECK(ckpt->weights->unused.empty());
   }
 }

@@ -53,9 +53,9 @@ TEST_CASE("tiny-gpt-oss spec: windowed even layers, sinks, biases, YaRN, top-k s
   CHECK(s.head_dim == 16);
   CHECK(s.q_dim() == 128);
   const model::LayerWeights& l0 = ckpt->weights->layers[0];
-  CHECK(l0.ffn_norm->name == "blk.0.post_attention_norm.weight");
-  CHECK(l0.sinks->name == "blk.0.attn_sinks.weight");
-  CHECK(l0.experts_down_bias->name == "blk.0.ffn_down_exps.bias");
+  CHECK(l0[model::WeightRole::kFfnNorm]->name == "blk.0.post_attention_norm.weight");
+  CHECK(l0[model::WeightRole::kAttnSinks]->name == "blk.0.attn_sinks.weight");
+  CHECK(l0[model::WeightRole::kExpertDownBias]->name == "blk.0.ffn_down_exps.bias");
   CHECK(ckpt->weights->unused.empty());
 }
 
