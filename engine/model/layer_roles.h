@@ -1,5 +1,5 @@
-// The one table of a layer's weights: for every per-layer WeightRole, which layers of a spec have
-// it, the shape it must have there, and how the backends use it.
+// The one table of a layer's weights: for every per-layer WeightRole, its GGUF name, which layers
+// of a spec have it, the shape it must have there, and how the backends use it.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,11 @@ struct RoleShape {
 
 struct LayerRole {
   WeightRole role;
+  // The GGUF name within a block ("attn_q" for blk.N.attn_q.weight; a name ending in ".bias" is
+  // the whole tensor name's tail, blk.N.attn_q.bias). The pre-FFN norm's GGUF name depends on the
+  // architecture (ArchitectureTraits::gguf_ffn_norm); "ffn_norm" here is the usual one. Also the
+  // role's short name in messages and `inspect`.
+  std::string_view gguf;
   RoleUse use;
   // The shape in a layer of `spec` (`moe`: a MoE layer); `accepted` empty when such a layer has no
   // such tensor. For kExperts the shape of one expert's matrix.

@@ -6,75 +6,27 @@
 #include <utility>
 
 #include "base/check.h"
+#include "engine/model/layer_roles.h"
 
 namespace tandem::model {
 
 namespace {
 
+// A role's GGUF name (the layer roles' come from layer_roles()).
 struct RoleName {
   WeightRole role;
   std::string_view name;
 };
 
-constexpr std::array kRoleNames = {
+constexpr std::array kModelRoleNames = {
     RoleName{WeightRole::kTokenEmbedding, "token_embd"},
     RoleName{WeightRole::kOutputNorm, "output_norm"},
     RoleName{WeightRole::kLmHead, "output"},
-    RoleName{WeightRole::kAttnNorm, "attn_norm"},
-    RoleName{WeightRole::kAttnQ, "attn_q"},
-    RoleName{WeightRole::kAttnK, "attn_k"},
-    RoleName{WeightRole::kAttnV, "attn_v"},
-    RoleName{WeightRole::kAttnO, "attn_output"},
-    RoleName{WeightRole::kAttnQBias, "attn_q.bias"},
-    RoleName{WeightRole::kAttnKBias, "attn_k.bias"},
-    RoleName{WeightRole::kAttnVBias, "attn_v.bias"},
-    RoleName{WeightRole::kAttnQNorm, "attn_q_norm"},
-    RoleName{WeightRole::kAttnKNorm, "attn_k_norm"},
-    RoleName{WeightRole::kFfnNorm, "ffn_norm"},
-    RoleName{WeightRole::kRouter, "ffn_gate_inp"},
-    RoleName{WeightRole::kExpertGate, "ffn_gate_exps"},
-    RoleName{WeightRole::kExpertUp, "ffn_up_exps"},
-    RoleName{WeightRole::kExpertDown, "ffn_down_exps"},
-    RoleName{WeightRole::kSharedGate, "ffn_gate_shexp"},
-    RoleName{WeightRole::kSharedUp, "ffn_up_shexp"},
-    RoleName{WeightRole::kSharedDown, "ffn_down_shexp"},
-    RoleName{WeightRole::kSharedExpertGate, "ffn_gate_inp_shexp"},
-    RoleName{WeightRole::kDenseGate, "ffn_gate"},
-    RoleName{WeightRole::kDenseUp, "ffn_up"},
-    RoleName{WeightRole::kDenseDown, "ffn_down"},
-    RoleName{WeightRole::kAttnOBias, "attn_output.bias"},
-    RoleName{WeightRole::kAttnSinks, "attn_sinks"},
-    RoleName{WeightRole::kRouterBias, "ffn_gate_inp.bias"},
-    RoleName{WeightRole::kExpertGateBias, "ffn_gate_exps.bias"},
-    RoleName{WeightRole::kExpertUpBias, "ffn_up_exps.bias"},
-    RoleName{WeightRole::kExpertDownBias, "ffn_down_exps.bias"},
-    RoleName{WeightRole::kAttnQA, "attn_q_a"},
-    RoleName{WeightRole::kAttnQANorm, "attn_q_a_norm"},
-    RoleName{WeightRole::kAttnQB, "attn_q_b"},
-    RoleName{WeightRole::kAttnKvA, "attn_kv_a_mqa"},
-    RoleName{WeightRole::kAttnKvANorm, "attn_kv_a_norm"},
-    RoleName{WeightRole::kAttnKB, "attn_k_b"},
-    RoleName{WeightRole::kAttnVB, "attn_v_b"},
-    RoleName{WeightRole::kAttnKvB, "attn_kv_b"},
-    RoleName{WeightRole::kRouterSelectionBias, "exp_probs_b.bias"},
 };
 
-// Roles whose GGUF name ends in ".bias" (the others end in ".weight").
-bool is_gguf_bias(WeightRole role) {
-  switch (role) {
-    case WeightRole::kAttnQBias:
-    case WeightRole::kAttnKBias:
-    case WeightRole::kAttnVBias:
-    case WeightRole::kAttnOBias:
-    case WeightRole::kRouterBias:
-    case WeightRole::kExpertGateBias:
-    case WeightRole::kExpertUpBias:
-    case WeightRole::kExpertDownBias:
-    case WeightRole::kRouterSelectionBias:
-      return true;
-    default:
-      return false;
-  }
+// Layer roles whose GGUF tensor name ends in ".bias" (the others end in ".weight").
+bool is_gguf_bias(const LayerRole& r) {
+  return r.gguf.ends_with(".bias");
 }
 
 // Parses a non-negative decimal index (no sign, no leading '+'); nullopt otherwise.
@@ -113,8 +65,8 @@ CanonicalName layer_name(WeightRole role, int64_t layer, int64_t expert = -1) {
 
 std::optional<CanonicalName> gguf_layer_tensor(int64_t layer, std::string_view rest,
                                                Architecture arch) {
-  for (const RoleName& rn : kRoleNames) {
-    if (is_gguf_bias(rn.role) && rn.name == rest) return layer_name(rn.role, layer);
+  for (const LayerRole& r : layer_roles()) {
+    if (is_gguf_bias(r) && r.gguf == rest) return layer_name(r.role, layer);
   }
   if (!consume_suffix(rest, ".weight")) return std::nullopt;
   const std::string_view ffn_norm = traits(arch).gguf_ffn_norm;
@@ -130,11 +82,9 @@ std::optional<CanonicalName> gguf_layer_tensor(int64_t layer, std::string_view r
       return layer_name(role, layer, *expert);
     }
   }
-  for (const RoleName& rn : kRoleNames) {
-    if (rn.name == rest && rn.role != WeightRole::kTokenEmbedding &&
-        rn.role != WeightRole::kOutputNorm && rn.role != WeightRole::kLmHead &&
-        !(rn.role == WeightRole::kFfnNorm && rn.name != ffn_norm)) {
-      return layer_name(rn.role, layer);
+  for (const LayerRole& r : layer_roles()) {
+    if (r.gguf == rest && !is_gguf_bias(r) && r.role != WeightRole::kFfnNorm) {
+      return layer_name(r.role, layer);
     }
   }
   return std::nullopt;
@@ -244,10 +194,10 @@ std::string_view weight_role_name(WeightRole role) {
     default:
       break;
   }
-  for (const RoleName& rn : kRoleNames) {
+  for (const RoleName& rn : kModelRoleNames) {
     if (rn.role == role) return rn.name;
   }
-  return "unknown";
+  return layer_role(role).gguf;
 }
 
 bool is_expert_role(WeightRole role) {
@@ -349,7 +299,7 @@ std::string file_tensor_name(const CanonicalName& name, TensorNaming naming, Arc
       default:
         break;
     }
-    if (is_gguf_bias(name.role)) {
+    if (is_gguf_bias(layer_role(name.role))) {
       return "blk." + std::to_string(name.layer) + "." + std::string(weight_role_name(name.role));
     }
     std::string role(weight_role_name(name.role));
