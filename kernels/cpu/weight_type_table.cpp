@@ -61,11 +61,11 @@ const std::array kTable = {
               TANDEM_X86(detail::dot_q8_0_avx512_vnni)),
     quantized(TensorType::kQ4_0, dequantize_q4_0, F::kQ8_0, detail::dot_q4_0_scalar,
               TANDEM_X86(detail::dot_q4_0_avx2), TANDEM_X86(detail::dot_q4_0_avx2),
-              TANDEM_X86(detail::dot_q4_0_avx2)),
+              TANDEM_X86(detail::dot_q4_0_avx512_vnni)),
     float_only(TensorType::kQ4_1, dequantize_q4_1),
     quantized(TensorType::kQ5_0, dequantize_q5_0, F::kQ8_0, detail::dot_q5_0_scalar,
               TANDEM_X86(detail::dot_q5_0_avx2), TANDEM_X86(detail::dot_q5_0_avx2),
-              TANDEM_X86(detail::dot_q5_0_avx2)),
+              TANDEM_X86(detail::dot_q5_0_avx512_vnni)),
     float_only(TensorType::kQ5_1, dequantize_q5_1),
     with_interleaved(
         quantized(TensorType::kMXFP4, dequantize_mxfp4, F::kQ8_0, detail::dot_mxfp4_scalar,
