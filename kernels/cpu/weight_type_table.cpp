@@ -70,7 +70,7 @@ const std::array kTable = {
     with_interleaved(
         quantized(TensorType::kMXFP4, dequantize_mxfp4, F::kQ8_0, detail::dot_mxfp4_scalar,
                   TANDEM_X86(detail::dot_mxfp4_avx2), TANDEM_X86(detail::dot_mxfp4_avx2),
-                  TANDEM_X86(detail::dot_mxfp4_avx2)),
+                  TANDEM_X86(detail::dot_mxfp4_avx512_vnni)),
         detail::repack_mxfp4_x8, detail::dot_mxfp4_x8_scalar, TANDEM_X86(detail::dot_mxfp4_x8_avx2),
         TANDEM_X86(detail::dot_mxfp4_x8_avx2), TANDEM_X86(detail::dot_mxfp4_x8_avx2)),
     float_only(TensorType::kQ2_K, dequantize_q2_k),
