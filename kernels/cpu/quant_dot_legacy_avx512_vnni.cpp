@@ -234,7 +234,9 @@ void rows16(const uint8_t* const p[kTileRows], bool prefetch, size_t ahead, size
     const size_t off = b * Fmt::kBytes;
     if (prefetch && b % kPrefetchEvery == 0) {
       for (size_t i = 0; i < kTileRows; ++i) {
-        _mm_prefetch(reinterpret_cast<const char*>(p[i] + off + ahead), _MM_HINT_T1);
+        // Formed as an integer: the address may lie past the end of the weights.
+        const uintptr_t a = reinterpret_cast<uintptr_t>(p[i]) + off + ahead;
+        _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1);
       }
     }
     const TileBlock wb = Fmt::unpack(p, off);
