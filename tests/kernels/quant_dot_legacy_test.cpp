@@ -1,6 +1,6 @@
-// Tests of the 32-element-block dot products (Q8_0, Q4_0, MXFP4 weights x Q8_0 activations,
+// Tests of the 32-element-block dot products (Q8_0, Q4_0, Q5_0, MXFP4 weights x Q8_0 activations,
 // quant_dot.h) and of dequantize_mxfp4: the scalar references against dequantized values in
-// double, the AVX2 variants bit-identical to them, and extreme inputs.
+// double, the AVX2 and AVX-512 VNNI variants bit-identical to them, and extreme inputs.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/activation_rows.h"
@@ -34,14 +35,15 @@ constexpr int kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6
 
 enum class Kind { kQ8_0, kQ4_0, kQ5_0, kMxfp4 };
 
-// One weight type: its block, its kernels (avx2 null where this build has no x86 kernels or the
-// variant is not under test here).
+// One weight type: its block, its kernels (avx2 / avx512_vnni null where this build has no x86
+// kernels or the variant is not under test here).
 struct LegacyType {
   const char* name;
   Kind kind;
   size_t block_bytes;
   detail::QuantDotFn scalar;
   detail::QuantDotFn avx2;
+  detail::QuantDotFn avx512_vnni;
 };
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -50,15 +52,42 @@ struct LegacyType {
 #define TANDEM_LEGACY_AVX2(fn) nullptr
 #endif
 
-const LegacyType kQ8_0Type = {"q8_0", Kind::kQ8_0, 34, &detail::dot_q8_0_scalar, nullptr};
-const LegacyType kQ4_0Type = {"q4_0", Kind::kQ4_0, 18, &detail::dot_q4_0_scalar,
-                              TANDEM_LEGACY_AVX2(dot_q4_0_avx2)};
-const LegacyType kQ5_0Type = {"q5_0", Kind::kQ5_0, 22, &detail::dot_q5_0_scalar,
-                              TANDEM_LEGACY_AVX2(dot_q5_0_avx2)};
-const LegacyType kMxfp4Type = {"mxfp4", Kind::kMxfp4, 17, &detail::dot_mxfp4_scalar,
-                               TANDEM_LEGACY_AVX2(dot_mxfp4_avx2)};
+const LegacyType kQ8_0Type = {"q8_0", Kind::kQ8_0, 34, &detail::dot_q8_0_scalar, nullptr, nullptr};
+const LegacyType kQ4_0Type = {"q4_0",
+                              Kind::kQ4_0,
+                              18,
+                              &detail::dot_q4_0_scalar,
+                              TANDEM_LEGACY_AVX2(dot_q4_0_avx2),
+                              TANDEM_LEGACY_AVX2(dot_q4_0_avx512_vnni)};
+const LegacyType kQ5_0Type = {"q5_0",
+                              Kind::kQ5_0,
+                              22,
+                              &detail::dot_q5_0_scalar,
+                              TANDEM_LEGACY_AVX2(dot_q5_0_avx2),
+                              TANDEM_LEGACY_AVX2(dot_q5_0_avx512_vnni)};
+const LegacyType kMxfp4Type = {"mxfp4",
+                               Kind::kMxfp4,
+                               17,
+                               &detail::dot_mxfp4_scalar,
+                               TANDEM_LEGACY_AVX2(dot_mxfp4_avx2),
+                               TANDEM_LEGACY_AVX2(dot_mxfp4_avx512_vnni)};
 const LegacyType* const kAllTypes[] = {&kQ8_0Type, &kQ4_0Type, &kQ5_0Type, &kMxfp4Type};
 const LegacyType* const kAvx2Types[] = {&kQ4_0Type, &kQ5_0Type, &kMxfp4Type};
+
+// The SIMD kernels of k this CPU runs (avx2, avx512-vnni), each with its variant's name.
+struct SimdKernel {
+  const char* variant;
+  detail::QuantDotFn fn;
+};
+
+std::vector<SimdKernel> simd_kernels(const LegacyType& k) {
+  std::vector<SimdKernel> out;
+  if (have_avx2() && k.avx2 != nullptr) out.push_back({"avx2", k.avx2});
+  if (testing::have_avx512_vnni() && k.avx512_vnni != nullptr) {
+    out.push_back({"avx512-vnni", k.avx512_vnni});
+  }
+  return out;
+}
 
 float float_of_bits(uint32_t b) {
   float f = 0.0f;
@@ -245,18 +274,17 @@ TEST_CASE("legacy scalar dot products match the dequantized values in double", "
   }
 }
 
-TEST_CASE("legacy AVX2 dot products are bit-identical to the scalar ones", "[kernels]") {
-  if (!have_avx2()) {
-    WARN("legacy AVX2 dot products skipped: no AVX2");
-    return;
-  }
-  std::mt19937 rng(11);
+// Every SIMD kernel of every type in kAvx2Types against the scalar one on random weights: row
+// counts around the AVX2 group (8) and the AVX-512 tile (16), token counts around the token tiles
+// (1, 2, 4, 8), row strides with padding, misaligned weights and a y stride with gaps (which must
+// stay untouched).
+void check_simd_against_scalar(const char* variant_wanted, uint32_t seed) {
+  std::mt19937 rng(seed);
   size_t case_index = 0;
   for (const LegacyType* k : kAvx2Types) {
-    REQUIRE(k->avx2 != nullptr);
-    for (const size_t rows : {1u, 7u, 8u, 9u, 33u}) {
+    for (const size_t rows : {1u, 7u, 8u, 9u, 15u, 16u, 17u, 33u, 50u}) {
       for (const size_t cols : {32u, 64u, 96u, 2048u}) {
-        for (const size_t n_tokens : {1u, 2u, 3u, 5u, 8u, 17u}) {
+        for (const size_t n_tokens : {1u, 2u, 3u, 5u, 8u, 11u, 17u}) {
           ++case_index;
           const size_t misalign = 1 + case_index % 3;
           const size_t packed_bytes = cols / kBlock * k->block_bytes;
@@ -273,10 +301,15 @@ TEST_CASE("legacy AVX2 dot products are bit-identical to the scalar ones", "[ker
           const QuantizedActivations a = random_activations(n_tokens, cols, rng);
           const ActivationRows x = view_of(a);
           const std::vector<float> want = run_strided(k->scalar, wp, row_bytes, rows, x, y_stride);
-          const std::vector<float> got = run_strided(k->avx2, wp, row_bytes, rows, x, y_stride);
-          INFO(k->name << " rows " << rows << " cols " << cols << " tokens " << n_tokens
-                       << " misalign " << misalign << " row_bytes " << row_bytes << " y_stride "
-                       << y_stride);
+          detail::QuantDotFn fn = nullptr;
+          for (const SimdKernel& s : simd_kernels(*k)) {
+            if (std::string_view(s.variant) == variant_wanted) fn = s.fn;
+          }
+          REQUIRE(fn != nullptr);
+          const std::vector<float> got = run_strided(fn, wp, row_bytes, rows, x, y_stride);
+          INFO(k->name << " " << variant_wanted << " rows " << rows << " cols " << cols
+                       << " tokens " << n_tokens << " misalign " << misalign << " row_bytes "
+                       << row_bytes << " y_stride " << y_stride);
           size_t mismatches = 0, finite = 0, touched = 0;
           for (size_t i = 0; i < got.size(); ++i) {
             const bool written = i < n_tokens * y_stride && i % y_stride < rows;
@@ -294,6 +327,22 @@ TEST_CASE("legacy AVX2 dot products are bit-identical to the scalar ones", "[ker
       }
     }
   }
+}
+
+TEST_CASE("legacy AVX2 dot products are bit-identical to the scalar ones", "[kernels]") {
+  if (!have_avx2()) {
+    WARN("legacy AVX2 dot products skipped: no AVX2");
+    return;
+  }
+  check_simd_against_scalar("avx2", 11);
+}
+
+TEST_CASE("legacy AVX-512 VNNI dot products are bit-identical to the scalar ones", "[kernels]") {
+  if (!testing::have_avx512_vnni()) {
+    WARN("legacy AVX-512 VNNI dot products skipped: no AVX-512 F/BW/VL + VNNI on this CPU");
+    return;
+  }
+  check_simd_against_scalar("avx512-vnni", 12);
 }
 
 // An activation view over caller-made buffers (quants outside what quantize_activations makes,
@@ -336,8 +385,10 @@ std::vector<uint8_t> uniform_row(const LegacyType& k, size_t blocks, int code) {
 }
 
 TEST_CASE("legacy dot products at the extremes of the quants", "[kernels]") {
-  const bool avx2 = have_avx2();
-  if (!avx2) WARN("legacy AVX2 extreme cases skipped: no AVX2 (scalar ones run)");
+  if (!have_avx2()) WARN("legacy AVX2 extreme cases skipped: no AVX2 (scalar ones run)");
+  if (!testing::have_avx512_vnni()) {
+    WARN("legacy AVX-512 VNNI extreme cases skipped: no AVX-512 VNNI (scalar ones run)");
+  }
   constexpr size_t kBlocks = 4, kCols = kBlocks * kBlock;
   struct Extreme {
     const LegacyType* type;
@@ -366,10 +417,11 @@ TEST_CASE("legacy dot products at the extremes of the quants", "[kernels]") {
     const LegacyType& k = *e.type;
     const std::vector<uint8_t> row = uniform_row(k, kBlocks, e.code);
     const size_t row_bytes = row.size();
-    // Eight copies of the row (a full AVX2 row group) plus one (a tail group).
+    // Seventeen copies of the row: two full AVX2 row groups of 8 or one AVX-512 tile of 16, plus
+    // one (a tail group).
     std::vector<uint8_t> w;
-    for (int i = 0; i < 9; ++i) w.insert(w.end(), row.begin(), row.end());
-    const size_t rows = 9;
+    for (int i = 0; i < 17; ++i) w.insert(w.end(), row.begin(), row.end());
+    const size_t rows = 17;
     INFO(k.name << " code " << e.code);
     const double dx = static_cast<double>(a.d[0]);
     const double block_value = 32.0 * e.value * 127.0;  // isum of a +127 block
@@ -388,19 +440,23 @@ TEST_CASE("legacy dot products at the extremes of the quants", "[kernels]") {
     std::vector<float> y_hand(2 * rows);
     k.scalar(w.data(), row_bytes, rows, hand.view(2, kCols), y_hand.data(), rows);
     CHECK(static_cast<double>(y_hand[0]) == blocks * 32.0 * e.value * -128.0);
-    if (!avx2 || k.avx2 == nullptr) continue;
-    std::vector<float> y2(3 * rows);
-    k.avx2(w.data(), row_bytes, rows, view_of(a), y2.data(), rows);
-    for (size_t i = 0; i < y.size(); ++i) CHECK(bits_of(y2[i]) == bits_of(y[i]));
-    std::vector<float> y2_hand(2 * rows);
-    k.avx2(w.data(), row_bytes, rows, hand.view(2, kCols), y2_hand.data(), rows);
-    for (size_t i = 0; i < y_hand.size(); ++i) CHECK(bits_of(y2_hand[i]) == bits_of(y_hand[i]));
+    for (const SimdKernel& s : simd_kernels(k)) {
+      INFO(s.variant);
+      std::vector<float> y2(3 * rows);
+      s.fn(w.data(), row_bytes, rows, view_of(a), y2.data(), rows);
+      for (size_t i = 0; i < y.size(); ++i) CHECK(bits_of(y2[i]) == bits_of(y[i]));
+      std::vector<float> y2_hand(2 * rows);
+      s.fn(w.data(), row_bytes, rows, hand.view(2, kCols), y2_hand.data(), rows);
+      for (size_t i = 0; i < y_hand.size(); ++i) CHECK(bits_of(y2_hand[i]) == bits_of(y_hand[i]));
+    }
   }
 }
 
 TEST_CASE("legacy dot products with an all-zero activation block (d = 0)", "[kernels]") {
-  const bool avx2 = have_avx2();
-  if (!avx2) WARN("legacy AVX2 zero-block cases skipped: no AVX2 (scalar ones run)");
+  if (!have_avx2()) WARN("legacy AVX2 zero-block cases skipped: no AVX2 (scalar ones run)");
+  if (!testing::have_avx512_vnni()) {
+    WARN("legacy AVX-512 VNNI zero-block cases skipped: no AVX-512 VNNI (scalar ones run)");
+  }
   std::mt19937 rng(5);
   constexpr size_t kCols = 256, kRows = 11, kTokens = 3;
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -426,10 +482,12 @@ TEST_CASE("legacy dot products with an all-zero activation block (d = 0)", "[ker
         CHECK(std::fabs(static_cast<double>(y[t * kRows + r]) - ref.value) <= ref.bound);
       }
     }
-    if (!avx2 || k->avx2 == nullptr) continue;
-    std::vector<float> y2(kTokens * kRows);
-    k->avx2(w.data(), row_bytes, kRows, view_of(a), y2.data(), kRows);
-    for (size_t i = 0; i < y.size(); ++i) CHECK(bits_of(y2[i]) == bits_of(y[i]));
+    for (const SimdKernel& s : simd_kernels(*k)) {
+      INFO(k->name << " " << s.variant);
+      std::vector<float> y2(kTokens * kRows);
+      s.fn(w.data(), row_bytes, kRows, view_of(a), y2.data(), kRows);
+      for (size_t i = 0; i < y.size(); ++i) CHECK(bits_of(y2[i]) == bits_of(y[i]));
+    }
   }
 }
 

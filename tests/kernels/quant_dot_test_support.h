@@ -1,5 +1,5 @@
-// Test helpers shared by the quantized dot-product kernel tests: the AVX2 check, fp16 stores,
-// float bit patterns and random activation rows.
+// Test helpers shared by the quantized dot-product kernel tests: the AVX2 and AVX-512 VNNI checks,
+// fp16 stores, float bit patterns and random activation rows.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +17,12 @@ namespace tandem::kernels::testing {
 inline bool have_avx2() {
   const CpuFeatures& f = cpu_features();
   return f.avx2 && f.fma && f.f16c;
+}
+
+// Whether this CPU runs the AVX-512 VNNI kernels (AVX-512 F/BW/VL and VNNI, plus the AVX2 set).
+inline bool have_avx512_vnni() {
+  const CpuFeatures& f = cpu_features();
+  return have_avx2() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
 }
 
 // The bit pattern of f (compares NaNs and signed zeros exactly).
