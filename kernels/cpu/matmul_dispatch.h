@@ -9,7 +9,7 @@ namespace tandem::kernels {
 //  kScalar:     the portable reference; any CPU.
 //  kAvx2:       AVX2 + FMA + F16C.
 //  kAvx512:     AVX-512 F + BW + VL (plus the AVX2 set).
-//  kAvx512Vnni: kAvx512 on a CPU with AVX-512 VNNI (no VNNI kernel of its own yet).
+//  kAvx512Vnni: kAvx512 on a CPU with AVX-512 VNNI (the int8 kernels of weight_type_table.h).
 enum class MatmulVariant { kScalar, kAvx2, kAvx512, kAvx512Vnni };
 
 // "scalar", "avx2", "avx512", "avx512-vnni".
