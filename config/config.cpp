@@ -10,7 +10,7 @@ constexpr std::string_view kLogLevelNames[] = {"trace", "debug",    "info", "war
 constexpr std::string_view kLogFormatNames[] = {"text", "json"};
 constexpr std::string_view kDenseDeviceNames[] = {"auto", "cpu", "gpu"};
 constexpr std::string_view kLoadModeNames[] = {"mmap", "read"};
-constexpr std::string_view kCpuKernelsNames[] = {"auto", "scalar", "avx2", "avx512"};
+constexpr std::string_view kCpuKernelsNames[] = {"auto", "scalar", "avx2", "avx512", "amx"};
 }  // namespace
 
 std::span<const std::string_view> enum_names(ModelFormat) {

@@ -33,7 +33,7 @@ using placement::PlacementPolicy;
 enum class DenseDevice { kAuto, kCpu, kGpu };
 
 // runtime.cpu_kernels: the CPU matmul kernel variant (kernels/cpu/matmul_dispatch.h).
-enum class CpuKernels { kAuto, kScalar, kAvx2, kAvx512 };
+enum class CpuKernels { kAuto, kScalar, kAvx2, kAvx512, kAmx };
 
 // logging.level, in increasing severity; the names are spdlog's.
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };

@@ -200,9 +200,10 @@ const FieldDescriptor kFields[] = {
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::cuda_device>},
     {.section = "runtime", .name = "cpu_kernels",
      .doc = "The CPU matmul kernels: auto = the best this CPU runs (chosen from CPUID), else "
-            "scalar, avx2 or avx512 (the best AVX-512 variant); one the CPU cannot run falls back "
-            "to the best below it, with a warning. For comparisons and bug reports. Also read "
-            "from TANDEM_CPU_KERNELS.",
+            "scalar, avx2, avx512 (the best AVX-512 variant without AMX) or amx (AVX-512 VNNI "
+            "plus the AMX int8 tile kernels for prefill); one the CPU cannot run falls back to "
+            "the best below it, with a warning. For comparisons and bug reports. Also read from "
+            "TANDEM_CPU_KERNELS.",
      .env_alias = "TANDEM_CPU_KERNELS",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::cpu_kernels>},
     {.section = "runtime", .name = "repack_weights",

@@ -7,6 +7,10 @@
 #include <cpuid.h>
 #define TANDEM_X86 1
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace tandem::kernels {
 
@@ -33,6 +37,19 @@ bool bit(uint32_t v, int n) {
   return (v >> n) & 1u;
 }
 
+// Linux (5.16 on) enables the AMX tile data state per process only on request; without the
+// permission the first tile instruction raises SIGILL. The permission is process-wide, so asking
+// once here, before any kernel runs, covers every thread. Other systems: whatever XCR0 says.
+bool os_permits_amx_tiles() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM
+  constexpr long kXfeatureXtiledata = 18;     // XFEATURE_XTILEDATA
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return true;
+#endif
+}
+
 CpuFeatures probe() {
   CpuFeatures f;
   const uint32_t max_leaf = __get_cpuid_max(0, nullptr);
@@ -57,6 +74,7 @@ CpuFeatures probe() {
     f.amx_bf16 = bit(l7.edx, 22) && os_amx;
     f.amx_tile = bit(l7.edx, 24) && os_amx;
     f.amx_int8 = bit(l7.edx, 25) && os_amx;
+    if (f.amx_tile && !os_permits_amx_tiles()) f.amx_tile = f.amx_int8 = f.amx_bf16 = false;
     if (l7.eax >= 1) {
       const Regs l71 = cpuid(7, 1);
       f.avx512_bf16 = bit(l71.eax, 5) && os_zmm;

@@ -54,6 +54,7 @@ const detail::MatmulKernels& table_of(MatmulVariant v) {
     case MatmulVariant::kAvx512:
       return detail::matmul_kernels_avx512();
     case MatmulVariant::kAvx512Vnni:
+    case MatmulVariant::kAmx:  // the float paths have no AMX kernels of their own
       return detail::matmul_kernels_avx512_vnni();
     case MatmulVariant::kScalar:
       break;
@@ -64,7 +65,7 @@ const detail::MatmulKernels& table_of(MatmulVariant v) {
   return detail::matmul_kernels_scalar();
 }
 
-// The best supported variant at or below v (kAvx512Vnni > kAvx512 > kAvx2 > kScalar).
+// The best supported variant at or below v (kAmx > kAvx512Vnni > kAvx512 > kAvx2 > kScalar).
 MatmulVariant fall_back(MatmulVariant v) {
   while (!matmul_variant_supported(v)) v = static_cast<MatmulVariant>(static_cast<int>(v) - 1);
   return v;
@@ -97,6 +98,8 @@ std::string_view matmul_variant_name(MatmulVariant v) {
       return "avx512";
     case MatmulVariant::kAvx512Vnni:
       return "avx512-vnni";
+    case MatmulVariant::kAmx:
+      return "amx";
   }
   return "unknown";
 }
@@ -115,6 +118,8 @@ bool matmul_variant_supported(MatmulVariant v) {
       return avx512;
     case MatmulVariant::kAvx512Vnni:
       return avx512 && f.avx512_vnni;
+    case MatmulVariant::kAmx:
+      return avx512 && f.avx512_vnni && f.amx_tile && f.amx_int8;
   }
   return false;
 #else
@@ -123,7 +128,7 @@ bool matmul_variant_supported(MatmulVariant v) {
 }
 
 MatmulVariant best_matmul_variant() {
-  return fall_back(MatmulVariant::kAvx512Vnni);
+  return fall_back(MatmulVariant::kAmx);
 }
 
 MatmulVariant matmul_variant_for_setting(const char* setting) {
@@ -132,6 +137,7 @@ MatmulVariant matmul_variant_for_setting(const char* setting) {
   if (name == "scalar") return MatmulVariant::kScalar;
   if (name == "avx2") return fall_back(MatmulVariant::kAvx2);
   if (name == "avx512") return fall_back(MatmulVariant::kAvx512Vnni);
+  if (name == "amx") return fall_back(MatmulVariant::kAmx);
   return best_matmul_variant();
 }
 
@@ -139,8 +145,8 @@ MatmulVariant select_matmul_kernels(std::string_view setting, std::string_view s
   if (setting.empty() || setting == "auto") return set_matmul_variant(best_matmul_variant());
   const std::string name(setting);
   const MatmulVariant v = set_matmul_variant(matmul_variant_for_setting(name.c_str()));
-  if (setting != "scalar" && setting != "avx2" && setting != "avx512") {
-    spdlog::warn("{}='{}' is not one of auto, scalar, avx2, avx512: using {}", source, setting,
+  if (setting != "scalar" && setting != "avx2" && setting != "avx512" && setting != "amx") {
+    spdlog::warn("{}='{}' is not one of auto, scalar, avx2, avx512, amx: using {}", source, setting,
                  matmul_variant_name(v));
   } else if (setting != "scalar" && !setting.starts_with(matmul_variant_name(v).substr(0, 4))) {
     spdlog::warn("{}={}: this CPU cannot run it; using {}", source, setting,

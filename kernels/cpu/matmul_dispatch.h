@@ -1,6 +1,7 @@
-// Run-time choice of the CPU matmul kernels (scalar reference, AVX2, AVX-512, AVX-512 VNNI).
+// Run-time choice of the CPU matmul kernels (scalar reference, AVX2, AVX-512, AVX-512 VNNI, AMX).
 #pragma once
 
+#include <array>
 #include <string_view>
 
 namespace tandem::kernels {
@@ -10,9 +11,17 @@ namespace tandem::kernels {
 //  kAvx2:       AVX2 + FMA + F16C.
 //  kAvx512:     AVX-512 F + BW + VL (plus the AVX2 set).
 //  kAvx512Vnni: kAvx512 on a CPU with AVX-512 VNNI (the int8 kernels of weight_type_table.h).
-enum class MatmulVariant { kScalar, kAvx2, kAvx512, kAvx512Vnni };
+//  kAmx:        kAvx512Vnni on a CPU with AMX-TILE and AMX-INT8 that the OS lets this process use
+//               (cpu_features()): the int8 tile kernels for many tokens (prefill), the
+//               kAvx512Vnni kernels elsewhere.
+enum class MatmulVariant { kScalar, kAvx2, kAvx512, kAvx512Vnni, kAmx };
 
-// "scalar", "avx2", "avx512", "avx512-vnni".
+// Every variant, in the enum's order (the order of fall-backs, see matmul_variant_for_setting).
+inline constexpr std::array kMatmulVariants = {MatmulVariant::kScalar, MatmulVariant::kAvx2,
+                                               MatmulVariant::kAvx512, MatmulVariant::kAvx512Vnni,
+                                               MatmulVariant::kAmx};
+
+// "scalar", "avx2", "avx512", "avx512-vnni", "amx".
 std::string_view matmul_variant_name(MatmulVariant v);
 
 // Whether this CPU (and OS, see cpu_features()) can run v. kScalar always can.
@@ -27,8 +36,9 @@ MatmulVariant best_matmul_variant();
 MatmulVariant active_matmul_variant();
 
 // The variant a setting names on this CPU (nullptr: unset, the best): "scalar", "avx2",
-// "avx512" (the best AVX-512 variant). A name the CPU cannot run falls back to the best supported
-// variant at or below it (avx512 -> avx2 -> scalar); an unknown name gives the best variant.
+// "avx512" (the best AVX-512 variant without AMX), "amx". A name the CPU cannot run falls back to
+// the best supported variant at or below it (amx -> avx512 -> avx2 -> scalar); an unknown name
+// gives the best variant.
 // Pure apart from reading cpu_features().
 MatmulVariant matmul_variant_for_setting(const char* setting);
 

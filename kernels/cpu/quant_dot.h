@@ -148,5 +148,10 @@ void dot_q4_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride);
 void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride);
+// AMX-INT8 (+ AVX-512 VNNI; callable only when matmul_variant_supported(kAmx)): TDPBSUD tiles of
+// 16 tokens x 16 rows (two groups) per sub-block, bit-identical to dot_q4_k_scalar; the rows
+// outside whole group pairs and calls with few tokens run dot_q4_k_x8_avx512_vnni.
+void dot_q4_k_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
+                     const ActivationRows& x, float* y, size_t y_stride);
 
 }  // namespace tandem::kernels::detail

@@ -38,6 +38,7 @@
 #include <cstring>
 
 #include "kernels/cpu/activation_rows.h"
+#include "kernels/cpu/quant_dot_q4_k_x8_scales.h"
 #include "kernels/cpu/quant_dot_x8_walk.h"
 
 namespace tandem::kernels::detail {
@@ -57,25 +58,10 @@ struct Scales {
 };
 
 [[gnu::always_inline]] inline void unpack_scales(const uint8_t* blk, Scales& s) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i top2 = _mm256_set1_epi8(0x30);
-  const __m256i sv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32));
-  const __m256i mv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64));
-  const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 96));
   // Entries 0..31 (sub-blocks 0-3) and 32..63 (sub-blocks 4-7), one byte each.
   alignas(32) uint8_t sc[64];
   alignas(32) uint8_t mn[64];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sc),
-                     _mm256_or_si256(_mm256_and_si256(sv, low4),
-                                     _mm256_and_si256(_mm256_slli_epi16(hv, 4), top2)));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sc + 32),
-                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(sv, 4), low4),
-                                     _mm256_and_si256(_mm256_slli_epi16(hv, 2), top2)));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(mn),
-                     _mm256_or_si256(_mm256_and_si256(mv, low4), _mm256_and_si256(hv, top2)));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(mn + 32),
-                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(mv, 4), low4),
-                                     _mm256_and_si256(_mm256_srli_epi16(hv, 2), top2)));
+  q4_k_x8_scale_bytes(blk, sc, mn);
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j) {
     s.sc[j] = Q4KX8Isa::scale_vector(

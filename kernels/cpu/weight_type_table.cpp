@@ -20,7 +20,9 @@ using F = ActivationFormat;
 #define TANDEM_X86(fn) nullptr
 #endif
 
-// A row of a type with a quantized dot product: scalar, AVX2, AVX-512, AVX-512 VNNI kernels.
+// A row of a type with a quantized dot product: scalar, AVX2, AVX-512, AVX-512 VNNI kernels (the
+// AMX variant runs the AVX-512 VNNI ones: AMX only pays from several tokens on, where the
+// interleaved layouts are read).
 constexpr WeightTypeKernels quantized(TensorType type,
                                       void (*to_float)(const uint8_t*, float*, size_t), F format,
                                       QuantDotFn scalar, QuantDotFn avx2, QuantDotFn avx512,
@@ -29,26 +31,30 @@ constexpr WeightTypeKernels quantized(TensorType type,
       type,
       to_float,
       format,
-      {scalar, avx2 ? avx2 : scalar, avx512 ? avx512 : scalar, avx512_vnni ? avx512_vnni : scalar}};
+      {scalar, avx2 ? avx2 : scalar, avx512 ? avx512 : scalar, avx512_vnni ? avx512_vnni : scalar,
+       avx512_vnni ? avx512_vnni : scalar}};
 }
 
-// `row` with an interleaved layout: its repack and scalar, AVX2, AVX-512, AVX-512 VNNI kernels.
+// `row` with an interleaved layout: its repack and scalar, AVX2, AVX-512, AVX-512 VNNI and AMX
+// kernels.
 constexpr WeightTypeKernels with_interleaved(WeightTypeKernels row, detail::RepackFn repack,
                                              detail::InterleavedDotFn scalar,
                                              detail::InterleavedDotFn avx2,
                                              detail::InterleavedDotFn avx512,
-                                             detail::InterleavedDotFn avx512_vnni) {
+                                             detail::InterleavedDotFn avx512_vnni,
+                                             detail::InterleavedDotFn amx) {
   row.interleave = repack;
   row.interleaved_dot[static_cast<size_t>(MatmulVariant::kScalar)] = scalar;
   row.interleaved_dot[static_cast<size_t>(MatmulVariant::kAvx2)] = avx2;
   row.interleaved_dot[static_cast<size_t>(MatmulVariant::kAvx512)] = avx512;
   row.interleaved_dot[static_cast<size_t>(MatmulVariant::kAvx512Vnni)] = avx512_vnni;
+  row.interleaved_dot[static_cast<size_t>(MatmulVariant::kAmx)] = amx;
   return row;
 }
 
 constexpr WeightTypeKernels float_only(TensorType type,
                                        void (*to_float)(const uint8_t*, float*, size_t)) {
-  return WeightTypeKernels{type, to_float, F::kF32, {nullptr, nullptr, nullptr, nullptr}};
+  return WeightTypeKernels{type, to_float, F::kF32, {nullptr, nullptr, nullptr, nullptr, nullptr}};
 }
 
 const std::array kTable = {
@@ -72,7 +78,8 @@ const std::array kTable = {
                   TANDEM_X86(detail::dot_mxfp4_avx2), TANDEM_X86(detail::dot_mxfp4_avx2),
                   TANDEM_X86(detail::dot_mxfp4_avx512_vnni)),
         detail::repack_mxfp4_x8, detail::dot_mxfp4_x8_scalar, TANDEM_X86(detail::dot_mxfp4_x8_avx2),
-        TANDEM_X86(detail::dot_mxfp4_x8_avx2), TANDEM_X86(detail::dot_mxfp4_x8_avx2)),
+        TANDEM_X86(detail::dot_mxfp4_x8_avx2), TANDEM_X86(detail::dot_mxfp4_x8_avx2),
+        TANDEM_X86(detail::dot_mxfp4_x8_avx2)),
     float_only(TensorType::kQ2_K, dequantize_q2_k),
     float_only(TensorType::kQ3_K, dequantize_q3_k),
     with_interleaved(
@@ -80,7 +87,7 @@ const std::array kTable = {
                   TANDEM_X86(detail::dot_q4_k_avx2), TANDEM_X86(detail::dot_q4_k_avx2),
                   TANDEM_X86(detail::dot_q4_k_avx512_vnni)),
         detail::repack_q4_k_x8, detail::dot_q4_k_x8_scalar, nullptr, nullptr,
-        TANDEM_X86(detail::dot_q4_k_x8_avx512_vnni)),
+        TANDEM_X86(detail::dot_q4_k_x8_avx512_vnni), TANDEM_X86(detail::dot_q4_k_x8_amx)),
     quantized(TensorType::kQ5_K, dequantize_q5_k, F::kQ8_K, detail::dot_q5_k_scalar,
               TANDEM_X86(detail::dot_q5_k_avx2), TANDEM_X86(detail::dot_q5_k_avx2),
               TANDEM_X86(detail::dot_q5_k_avx512_vnni)),

@@ -17,7 +17,7 @@
 
 namespace tandem::kernels {
 
-inline constexpr size_t kMatmulVariantCount = 4;  // MatmulVariant's values, indices of `dot`
+inline constexpr size_t kMatmulVariantCount = kMatmulVariants.size();  // indices of `dot`
 
 struct WeightTypeKernels {
   TensorType type;

@@ -162,8 +162,7 @@ void register_all() {
     cases.push_back({row.type, MatmulActivations::kFloat, name + "_float"});
   }
   for (const Case& c : cases) {
-    for (MatmulVariant v : {MatmulVariant::kScalar, MatmulVariant::kAvx2, MatmulVariant::kAvx512,
-                            MatmulVariant::kAvx512Vnni}) {
+    for (MatmulVariant v : kMatmulVariants) {
       if (!matmul_variant_supported(v)) continue;
       const std::string name =
           std::string("BM_Matmul/") + c.name + "/" + std::string(matmul_variant_name(v));

@@ -28,9 +28,7 @@ void q8_0_rows(const WeightMatrix& w, const QuantizedActivations& xq, std::vecto
 
 constexpr double kUnit = 1.0 / 16777216.0;  // 2^-24
 
-const std::vector<MatmulVariant> kAllVariants = {MatmulVariant::kScalar, MatmulVariant::kAvx2,
-                                                 MatmulVariant::kAvx512,
-                                                 MatmulVariant::kAvx512Vnni};
+const std::vector<MatmulVariant> kAllVariants(kMatmulVariants.begin(), kMatmulVariants.end());
 
 std::vector<MatmulVariant> supported_simd_variants() {
   std::vector<MatmulVariant> out;
@@ -158,6 +156,9 @@ TEST_CASE("dispatch picks a supported variant and honours overrides", "[kernels]
     CHECK(avx512 == avx2);
   }
   CHECK(matmul_variant_name(MatmulVariant::kAvx512Vnni) == "avx512-vnni");
+  const MatmulVariant amx = matmul_variant_for_setting("amx");
+  CHECK(amx == (matmul_variant_supported(MatmulVariant::kAmx) ? MatmulVariant::kAmx : avx512));
+  CHECK(matmul_variant_name(MatmulVariant::kAmx) == "amx");
 }
 
 TEST_CASE("select_matmul_kernels makes a setting's variant the active one", "[kernels][simd]") {

@@ -53,7 +53,8 @@ const X8Type kQ4K{"q4_K",
                   &detail::dot_q4_k_scalar,
                   &detail::repack_q4_k_x8,
                   &detail::dot_q4_k_x8_scalar,
-                  {{MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q4_k_x8_avx512_vnni)}}};
+                  {{MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q4_k_x8_avx512_vnni)},
+                   {MatmulVariant::kAmx, TANDEM_X8_SIMD(dot_q4_k_x8_amx)}}};
 
 // rows x blocks random super-blocks of type k (plain rows, packed), fp16 scales in [0.001, 0.01];
 // with `extremes`, every other byte 0xff (Q4_K: quants 15, scales and mins 63).
@@ -193,6 +194,25 @@ TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar referen
   }
 }
 
+// Prefill-sized calls (the AMX kernel's tiles: 16 tokens x 16 rows, a partial last tile of
+// tokens, chunks of 128 tokens, rows outside whole pairs of groups).
+TEST_CASE("K-quant x8 dot products over many tokens are bit-identical", "[kernels]") {
+  for (const X8Type* k : {&kQ4K}) {
+    const std::vector<X8Kernel> kernels = x8_kernels(*k);
+    std::mt19937 rng(53);
+    const struct {
+      size_t rows, blocks, n_tokens, row_begin, row_end;
+    } kCases[] = {{32, 2, 16, 0, 32},  {48, 1, 17, 0, 48}, {40, 3, 4, 8, 40},   {64, 2, 37, 3, 61},
+                  {24, 1, 130, 0, 24}, {16, 2, 5, 0, 16},  {56, 1, 64, 16, 40}, {32, 8, 31, 0, 32}};
+    for (const auto& c : kCases) {
+      const std::vector<uint8_t> w = random_blocks(*k, c.rows, c.blocks, false, rng);
+      const QuantizedActivations a =
+          testing::random_activations(ActivationFormat::kQ8_K, c.n_tokens, c.blocks * kSuper, rng);
+      check_kernels(*k, kernels, w, c.rows, c.blocks, c.row_begin, c.row_end, view_of(a));
+    }
+  }
+}
+
 TEST_CASE("K-quant x8 dot products at the integer extremes", "[kernels]") {
   for (const X8Type* k : {&kQ4K}) {
     const std::vector<X8Kernel> kernels = x8_kernels(*k);
@@ -202,9 +222,9 @@ TEST_CASE("K-quant x8 dot products at the integer extremes", "[kernels]") {
       const size_t blocks = 8;
       const std::vector<uint8_t> w = random_blocks(*k, rows, blocks, true, rng);
       // Constant activations quantize to +-127 (or -128) in every element.
-      const std::vector<float> x(5 * blocks * kSuper, v);
+      const std::vector<float> x(20 * blocks * kSuper, v);
       const QuantizedActivations a =
-          testing::quantize(ActivationFormat::kQ8_K, x, 5, blocks * kSuper);
+          testing::quantize(ActivationFormat::kQ8_K, x, 20, blocks * kSuper);
       check_kernels(*k, kernels, w, rows, blocks, 0, rows, view_of(a));
     }
   }

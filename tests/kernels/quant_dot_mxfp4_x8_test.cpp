@@ -220,8 +220,7 @@ TEST_CASE("matmul_rows on an interleaved MXFP4 matrix equals the plain rows in e
   const QuantizedActivations a =
       testing::random_activations(ActivationFormat::kQ8_0, kTokens, kCols, rng);
   const MatmulVariant saved = active_matmul_variant();
-  for (MatmulVariant v : {MatmulVariant::kScalar, MatmulVariant::kAvx2, MatmulVariant::kAvx512,
-                          MatmulVariant::kAvx512Vnni}) {
+  for (MatmulVariant v : kMatmulVariants) {
     if (!matmul_variant_supported(v)) continue;
     set_matmul_variant(v);
     INFO(matmul_variant_name(v));

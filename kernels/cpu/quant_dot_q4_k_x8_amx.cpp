@@ -1,0 +1,293 @@
+// AMX-INT8 dot product of Q4_K weights in the interleaved x8 layout (quant_dot.h) with Q8_K
+// activations, bit-identical to dot_q4_k_scalar: the prefill kernel of the `amx` matmul variant.
+// Built with the AVX-512 flags plus -mavx512vnni -mamx-tile -mamx-int8 -ffp-contract=off; only the
+// exported function has external linkage.
+//
+// Technique. Two consecutive x8 groups are 16 weight rows. Per super-block their quants are
+// unpacked once to bytes in the AMX "B" order: for sub-block j, tile row m holds, for each of the
+// 16 rows n, its elements 4m .. 4m+3 (the x8 layout already keeps those four quants of eight rows
+// in one 32-byte run, so one sub-block's B tile is eight 64-byte rows, each a masked pair of such
+// runs). The activation quants of 16 tokens are an "A" tile read in place (16 rows of 32 bytes,
+// one activation row apart). One TDPBSUD (signed activations x unsigned quants) gives the exact
+// int32 sub-block sums of 16 tokens x 16 rows; each is scaled by its row's 6-bit scale (vpmulld)
+// into the super-block's isum. The min term, imin = sum_j min_j * (bsums[2j] + bsums[2j + 1]), is
+// four vpmaddwd per token; then, lane-wise and in block order, the reference's
+// ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)) and sum + term as separate
+// instructions. Every integer is exact (|isum| < 2^25, quant_dot_q4_k_x8_tiles.h), so the result
+// has the reference's bits.
+//
+// Tile configurations live in static storage (one per token count of a tile, 1 .. 16): GCC 12
+// drops the stores to a tile configuration built on the stack just before LDTILECFG. Each call
+// loads the configuration it needs and releases the tiles before it returns.
+//
+// What AMX does not cover goes to the AVX-512 VNNI x8 kernel: a call with fewer than
+// kAmxMinTokens tokens, and the rows of the range outside whole 16-row pairs of groups.
+#include <immintrin.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/quant_dot_q4_k_x8_scales.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+constexpr size_t kSuper = 256;
+constexpr size_t kGroupRows = 8;
+constexpr size_t kPairRows = 16;      // the rows of one B tile: two x8 groups
+constexpr size_t kBlockBytes = 1152;  // one super-block of a group (quant_dot.h)
+constexpr size_t kQuantOffset = 128;
+constexpr size_t kSumsPerBlock = 16;  // Q8_K bsums per super-block
+constexpr size_t kSubBlocks = 8;
+constexpr size_t kTileTokens = 16;    // the rows of one A tile
+constexpr size_t kChunkTokens = 128;  // tokens whose sums one pass over a row pair keeps
+constexpr size_t kAmxMinTokens = 4;   // below this the VNNI kernel runs the whole call
+
+// Tiles: 0-3 the int32 sums of sub-blocks (tokens x 16 rows; two pairs in flight), 4-5 activation
+// quants (tokens x 32 bytes), 6-7 weight quants (8 rows of 16 x 4 bytes).
+constexpr TileConfig tile_config(size_t tokens) {
+  TileConfig c{};
+  c.palette = 1;
+  for (int t = 0; t < 4; ++t) {
+    c.rows[t] = static_cast<uint8_t>(tokens);
+    c.colsb[t] = 64;
+  }
+  for (int t = 4; t < 6; ++t) {
+    c.rows[t] = static_cast<uint8_t>(tokens);
+    c.colsb[t] = 32;
+  }
+  for (int t = 6; t < 8; ++t) {
+    c.rows[t] = 8;
+    c.colsb[t] = 64;
+  }
+  return c;
+}
+
+constexpr std::array<TileConfig, kTileTokens> make_configs() {
+  std::array<TileConfig, kTileTokens> all{};
+  for (size_t i = 0; i < kTileTokens; ++i) all[i] = tile_config(i + 1);
+  return all;
+}
+
+// Static storage, never written at run time (see the top of the file).
+alignas(64) constexpr std::array<TileConfig, kTileTokens> kTileConfigs = make_configs();
+
+// One super-block of a row pair, unpacked: the B tiles of its eight sub-blocks, the 16 rows'
+// scales per sub-block (int32 lanes), their (min_2c, min_2c+1) int16 pairs per c, d and dmin.
+struct alignas(64) PairBlock {
+  uint8_t b[kSubBlocks][8][64];
+  __m512i sc[kSubBlocks];
+  __m512i mins[4];
+  __m512 dw;
+  __m512 dmin;
+};
+
+// Two 8-byte halves (group 0's rows, then group 1's) as one 16-byte value.
+inline __m128i halves(const uint8_t* lo, const uint8_t* hi) {
+  return _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lo)),
+                            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(hi)));
+}
+
+void unpack_pair_block(const uint8_t* blk0, const uint8_t* blk1, PairBlock& p) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      const size_t off = kQuantOffset + 32 * (8 * c + m);
+      const __m512i v = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk0 + off))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk1 + off)), 1);
+      _mm512_store_si512(p.b[2 * c][m], _mm512_and_si512(v, low4));
+      _mm512_store_si512(p.b[2 * c + 1][m], _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+    }
+  }
+  alignas(32) uint8_t sc[2][64];
+  alignas(32) uint8_t mn[2][64];
+  q4_k_x8_scale_bytes(blk0, sc[0], mn[0]);
+  q4_k_x8_scale_bytes(blk1, sc[1], mn[1]);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) p.sc[j] = _mm512_cvtepu8_epi32(halves(sc[0] + 8 * j, sc[1] + 8 * j));
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    // Row i's (min_2c, min_2c+1) bytes, rows 0-7 then 8-15, widened to int16 pairs.
+    const __m128i g0 =
+        _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[0] + 16 * c)),
+                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[0] + 16 * c + 8)));
+    const __m128i g1 =
+        _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[1] + 16 * c)),
+                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn[1] + 16 * c + 8)));
+    p.mins[c] = _mm512_cvtepu8_epi16(_mm256_set_m128i(g1, g0));
+  }
+  p.dw = _mm512_cvtph_ps(_mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk1)),
+                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0))));
+  p.dmin = _mm512_cvtph_ps(
+      _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk1 + 16)),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0 + 16))));
+}
+
+// One sub-block pair (2q, 2q + 1) of super-block p for the tile's tokens (at xq, one activation
+// row of `cols` bytes apart): its int32 sums into tiles (ca, cb), then stored to c. Tiles 4-5
+// hold activation quants, 6-7 weight quants.
+#define TANDEM_Q4K_MULTIPLY_PAIR(ca, cb, p, xq, cols, q) \
+  do {                                                   \
+    TANDEM_TILE_ZERO(ca);                                \
+    TANDEM_TILE_ZERO(cb);                                \
+    TANDEM_TILE_LOAD(4, (xq) + 64 * (q), cols);          \
+    TANDEM_TILE_LOAD(6, (p).b[2 * (q)], 64);             \
+    TANDEM_TILE_DPBSUD(ca, 4, 6);                        \
+    TANDEM_TILE_LOAD(5, (xq) + 64 * (q) + 32, cols);     \
+    TANDEM_TILE_LOAD(7, (p).b[2 * (q) + 1], 64);         \
+    TANDEM_TILE_DPBSUD(cb, 5, 7);                        \
+  } while (0)
+#define TANDEM_Q4K_STORE_PAIR(ca, cb, c) \
+  do {                                   \
+    TANDEM_TILE_STORE(ca, (c)[0], 64);   \
+    TANDEM_TILE_STORE(cb, (c)[1], 64);   \
+  } while (0)
+
+// A stored sub-block pair's sums (c, sub-blocks 2q, 2q + 1) scaled by their rows' scales into
+// isum. T: the tile's token count when known at compile time (16: registers), else 0 (n).
+template <int T>
+[[gnu::always_inline]] inline void drain_pair(const PairBlock& p, int q,
+                                              const int32_t (*c)[kTileTokens][16], size_t n,
+                                              __m512i* isum) {
+  const __m512i s0 = p.sc[2 * q];
+  const __m512i s1 = p.sc[2 * q + 1];
+  const size_t tokens = T != 0 ? static_cast<size_t>(T) : n;
+#pragma GCC unroll 16
+  for (size_t t = 0; t < tokens; ++t) {
+    isum[t] = _mm512_add_epi32(
+        isum[t], _mm512_add_epi32(_mm512_mullo_epi32(_mm512_load_si512(c[0][t]), s0),
+                                  _mm512_mullo_epi32(_mm512_load_si512(c[1][t]), s1)));
+  }
+}
+
+// The isum of super-block p for one tile of tokens. The four sub-block pairs alternate between
+// the tile pairs (0, 1) and (2, 3), so that the vector unit scales one pair's sums while the tile
+// unit multiplies the next.
+template <int T>
+[[gnu::always_inline]] inline void tile_isums(const PairBlock& p, const int8_t* xq, size_t cols,
+                                              size_t n, __m512i* isum) {
+  alignas(64) int32_t c01[2][kTileTokens][16];
+  alignas(64) int32_t c23[2][kTileTokens][16];
+  TANDEM_Q4K_MULTIPLY_PAIR(0, 1, p, xq, cols, 0);
+  TANDEM_Q4K_MULTIPLY_PAIR(2, 3, p, xq, cols, 1);
+  TANDEM_Q4K_STORE_PAIR(0, 1, c01);
+  drain_pair<T>(p, 0, c01, n, isum);
+  TANDEM_Q4K_MULTIPLY_PAIR(0, 1, p, xq, cols, 2);
+  TANDEM_Q4K_STORE_PAIR(2, 3, c23);
+  drain_pair<T>(p, 1, c23, n, isum);
+  TANDEM_Q4K_MULTIPLY_PAIR(2, 3, p, xq, cols, 3);
+  TANDEM_Q4K_STORE_PAIR(0, 1, c01);
+  drain_pair<T>(p, 2, c01, n, isum);
+  TANDEM_Q4K_STORE_PAIR(2, 3, c23);
+  drain_pair<T>(p, 3, c23, n, isum);
+}
+
+// One tile of n tokens (T as tile_isums), tokens [tb, tb + n), of super-block b: the block's term
+// added to sum[token - t0].
+template <int T>
+[[gnu::always_inline]] inline void tile_block(const PairBlock& p, const ActivationRows& x,
+                                              size_t blocks, size_t b, size_t tb, size_t n,
+                                              size_t t0, float (*sum)[kPairRows]) {
+  const size_t tokens = T != 0 ? static_cast<size_t>(T) : n;
+  __m512i isum[kTileTokens];
+#pragma GCC unroll 16
+  for (size_t t = 0; t < tokens; ++t) isum[t] = _mm512_setzero_si512();
+  tile_isums<T>(p, x.qs + tb * x.cols + b * kSuper, x.cols, tokens, isum);
+#pragma GCC unroll 16
+  for (size_t t = 0; t < tokens; ++t) {
+    const size_t token = tb + t;
+    // The token's eight sub-block sums bsums[2j] + bsums[2j + 1] (|.| <= 4096) as int16 pairs
+    // (j = 2c, 2c + 1), pair c in 32-bit lane c.
+    const int16_t* bs = x.bsums + (token * blocks + b) * kSumsPerBlock;
+    const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bs)),
+                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(bs + 8)));
+    __m512i imin = _mm512_madd_epi16(p.mins[0], _mm512_set1_epi32(_mm_extract_epi32(pairs, 0)));
+    imin = _mm512_add_epi32(
+        imin, _mm512_madd_epi16(p.mins[1], _mm512_set1_epi32(_mm_extract_epi32(pairs, 1))));
+    imin = _mm512_add_epi32(
+        imin, _mm512_madd_epi16(p.mins[2], _mm512_set1_epi32(_mm_extract_epi32(pairs, 2))));
+    imin = _mm512_add_epi32(
+        imin, _mm512_madd_epi16(p.mins[3], _mm512_set1_epi32(_mm_extract_epi32(pairs, 3))));
+    const __m512 dx = _mm512_set1_ps(x.d[token * blocks + b]);
+    const __m512 term =
+        _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(p.dw, dx), _mm512_cvtepi32_ps(isum[t])),
+                      _mm512_mul_ps(_mm512_mul_ps(p.dmin, dx), _mm512_cvtepi32_ps(imin)));
+    float* s = sum[token - t0];
+    _mm512_store_ps(s, _mm512_add_ps(_mm512_load_ps(s), term));
+  }
+}
+
+// Rows [r0, r0 + 16) (two whole groups, the first at g0) x tokens [t0, t1): sum[t - t0][lane].
+void pair_chunk(const uint8_t* g0, size_t group_bytes, size_t blocks, const ActivationRows& x,
+                size_t t0, size_t t1, float (*sum)[kPairRows], TileState& tiles) {
+  for (size_t t = t0; t < t1; ++t) _mm512_store_ps(sum[t - t0], _mm512_setzero_ps());
+  // Two unpacked super-blocks: the next one is unpacked before the tiles read the current one, so
+  // the tile loads never wait for the vector stores that just filled their buffer.
+  PairBlock p[2];
+  unpack_pair_block(g0, g0 + group_bytes, p[0]);
+  for (size_t b = 0; b < blocks; ++b) {
+    if (b + 1 < blocks) {
+      const uint8_t* next0 = g0 + (b + 1) * kBlockBytes;
+      const uint8_t* next1 = next0 + group_bytes;
+      if (b + 2 < blocks) {
+#pragma GCC unroll 18
+        for (size_t off = 0; off < kBlockBytes; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(next0 + kBlockBytes + off), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(next1 + kBlockBytes + off), _MM_HINT_T0);
+        }
+      }
+      unpack_pair_block(next0, next1, p[(b + 1) % 2]);
+    }
+    const PairBlock& cur = p[b % 2];
+    for (size_t tb = t0; tb < t1; tb += kTileTokens) {
+      const size_t n = t1 - tb < kTileTokens ? t1 - tb : kTileTokens;
+      tiles.use(kTileConfigs[n - 1]);
+      if (n == kTileTokens) {
+        tile_block<kTileTokens>(cur, x, blocks, b, tb, n, t0, sum);
+      } else {
+        tile_block<0>(cur, x, blocks, b, tb, n, t0, sum);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void dot_q4_k_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
+                     const ActivationRows& x, float* y, size_t y_stride) {
+  // The 16-row pairs of whole groups inside the range; the VNNI kernel takes the rest.
+  const size_t first = (row_begin + kGroupRows - 1) / kGroupRows * kGroupRows;
+  const size_t pairs = first < row_end ? (row_end - first) / kPairRows : 0;
+  if (x.n_tokens < kAmxMinTokens || pairs == 0) {
+    dot_q4_k_x8_avx512_vnni(groups, row_begin, row_end, x, y, y_stride);
+    return;
+  }
+  const size_t pairs_end = first + pairs * kPairRows;
+  if (first > row_begin) dot_q4_k_x8_avx512_vnni(groups, row_begin, first, x, y, y_stride);
+  if (pairs_end < row_end) {
+    dot_q4_k_x8_avx512_vnni(groups, pairs_end, row_end, x, y + (pairs_end - row_begin), y_stride);
+  }
+  const size_t blocks = x.cols / kSuper;
+  const size_t group_bytes = blocks * kBlockBytes;
+  TileState tiles;
+  alignas(64) float sum[kChunkTokens][kPairRows];
+  for (size_t r = first; r < pairs_end; r += kPairRows) {
+    const uint8_t* g0 = groups + r / kGroupRows * group_bytes;
+    for (size_t t0 = 0; t0 < x.n_tokens; t0 += kChunkTokens) {
+      const size_t t1 = x.n_tokens - t0 < kChunkTokens ? x.n_tokens : t0 + kChunkTokens;
+      pair_chunk(g0, group_bytes, blocks, x, t0, t1, sum, tiles);
+      for (size_t t = t0; t < t1; ++t) {
+        _mm512_storeu_ps(y + t * y_stride + (r - row_begin), _mm512_load_ps(sum[t - t0]));
+      }
+    }
+  }
+}
+
+}  // namespace tandem::kernels::detail
