@@ -58,17 +58,23 @@ const RowKernels& row_kernels() {
 
 namespace detail {
 
-void attention_scores_scalar(const float* q, size_t n_heads, const float* k, size_t dim,
-                             float scale, float* scores, size_t stride) {
-  for (size_t h = 0; h < n_heads; ++h) scores[h * stride] = scale * dot_f32(q + h * dim, k, dim);
+void attention_scores_scalar(const float* q, size_t n_heads, const float* k, size_t k_stride,
+                             size_t n_rows, size_t dim, float scale, float* scores, size_t stride) {
+  for (size_t r = 0; r < n_rows; ++r) {
+    for (size_t h = 0; h < n_heads; ++h) {
+      scores[h * stride + r] = scale * dot_f32(q + h * dim, k + r * k_stride, dim);
+    }
+  }
 }
 
 void attention_accumulate_scalar(const float* w, size_t stride, size_t n_heads, const float* v,
-                                 size_t vdim, float* out) {
-  for (size_t h = 0; h < n_heads; ++h) {
-    const float wh = w[h * stride];
-    float* o = out + h * vdim;
-    for (size_t d = 0; d < vdim; ++d) o[d] += wh * v[d];
+                                 size_t v_stride, size_t n_rows, size_t vdim, float* out) {
+  for (size_t r = 0; r < n_rows; ++r) {
+    for (size_t h = 0; h < n_heads; ++h) {
+      const float wh = w[h * stride + r];
+      float* o = out + h * vdim;
+      for (size_t d = 0; d < vdim; ++d) o[d] += wh * v[r * v_stride + d];
+    }
   }
 }
 
@@ -126,10 +132,8 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
       for (size_t p = lo; p < end;) {
         const float* kp = row_ptr(kv.keys, p, head_off);
         const size_t n_rows = std::min(rows - p % rows, end - p);
-        for (size_t r = 0; r < n_rows; ++r) {
-          row_kernel.scores(q.data() + (i * n_heads + g0) * dim, nh, kp + r * kv_row, dim,
-                            config.scale, scores.data() + (p - lo + r), cap);
-        }
+        row_kernel.scores(q.data() + (i * n_heads + g0) * dim, nh, kp, kv_row, n_rows, dim,
+                          config.scale, scores.data() + (p - lo), cap);
         p += n_rows;
       }
       for (size_t hh = 0; hh < nh; ++hh) {
@@ -145,10 +149,8 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
       for (size_t p = lo; p < end;) {
         const float* vp0 = row_ptr(kv.values, p, head_off);
         const size_t n_rows = std::min(rows - p % rows, end - p);
-        for (size_t r = 0; r < n_rows; ++r) {
-          row_kernel.accumulate(scores.data() + (p - lo + r), cap, nh, vp0 + r * kv_row, vdim,
-                                out.data() + (i * n_heads + g0) * vdim);
-        }
+        row_kernel.accumulate(scores.data() + (p - lo), cap, nh, vp0, kv_row, n_rows, vdim,
+                              out.data() + (i * n_heads + g0) * vdim);
         p += n_rows;
       }
       g0 = g1;

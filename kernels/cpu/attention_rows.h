@@ -1,24 +1,27 @@
-// The two inner loops of kernels::attention_heads over one cached row, for a range of heads that
-// share it: the scores (dot products) and the weighted value sums. Scalar references and AVX2
-// variants with bit-identical results (the AVX2 ones do the same lane-wise multiplies and adds in
-// the same order: no fused multiply-add, no reassociation); attention.cpp picks one at run time.
+// The two inner loops of kernels::attention_heads over a run of cached rows (contiguous within a
+// KV block), for a range of heads that share them: the scores (dot products) and the weighted
+// value sums. Scalar references and AVX2 variants with bit-identical results (the AVX2 ones do the
+// same lane-wise multiplies and adds in the same order: no fused multiply-add, no reassociation;
+// they only interleave independent heads, rows and columns to keep the adders busy);
+// attention.cpp picks one at run time.
 #pragma once
 
 #include <cstddef>
 
 namespace tandem::kernels::detail {
 
-// scores[h * stride] = scale * dot_f32(q + h * dim, k, dim) for h < n_heads (dot_f32's 8-lane
-// partial sums and final reduction order).
-void attention_scores_scalar(const float* q, size_t n_heads, const float* k, size_t dim,
-                             float scale, float* scores, size_t stride);
-void attention_scores_avx2(const float* q, size_t n_heads, const float* k, size_t dim, float scale,
-                           float* scores, size_t stride);
+// scores[h * stride + r] = scale * dot_f32(q + h * dim, k + r * k_stride, dim) for h < n_heads,
+// r < n_rows (dot_f32's 8-lane partial sums and final reduction order).
+void attention_scores_scalar(const float* q, size_t n_heads, const float* k, size_t k_stride,
+                             size_t n_rows, size_t dim, float scale, float* scores, size_t stride);
+void attention_scores_avx2(const float* q, size_t n_heads, const float* k, size_t k_stride,
+                           size_t n_rows, size_t dim, float scale, float* scores, size_t stride);
 
-// out[h * vdim + d] += w[h * stride] * v[d] for h < n_heads, d < vdim (one multiply, then one add).
+// For r = 0 .. n_rows - 1 in order: out[h * vdim + d] += w[h * stride + r] * v[r * v_stride + d]
+// for h < n_heads, d < vdim (one multiply, then one add).
 void attention_accumulate_scalar(const float* w, size_t stride, size_t n_heads, const float* v,
-                                 size_t vdim, float* out);
+                                 size_t v_stride, size_t n_rows, size_t vdim, float* out);
 void attention_accumulate_avx2(const float* w, size_t stride, size_t n_heads, const float* v,
-                               size_t vdim, float* out);
+                               size_t v_stride, size_t n_rows, size_t vdim, float* out);
 
 }  // namespace tandem::kernels::detail

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/quant_dot.h"
@@ -130,19 +131,19 @@ void unpack_pair_block(const uint8_t* blk0, const uint8_t* blk1, PairBlock& p) {
                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0 + 16))));
 }
 
-// One sub-block pair (2q, 2q + 1) of super-block p for the tile's tokens (at xq, one activation
-// row of `cols` bytes apart): its int32 sums into tiles (ca, cb), then stored to c. Tiles 4-5
+// One sub-block pair (2q, 2q + 1) of super-block p for the tile's tokens (xq: the tile's packed
+// quants of this super-block, PackedTokens): its int32 sums into tiles (ca, cb). Tiles 4-5
 // hold activation quants, 6-7 weight quants.
-#define TANDEM_Q4K_MULTIPLY_PAIR(ca, cb, p, xq, cols, q) \
-  do {                                                   \
-    TANDEM_TILE_ZERO(ca);                                \
-    TANDEM_TILE_ZERO(cb);                                \
-    TANDEM_TILE_LOAD(4, (xq) + 64 * (q), cols);          \
-    TANDEM_TILE_LOAD(6, (p).b[2 * (q)], 64);             \
-    TANDEM_TILE_DPBSUD(ca, 4, 6);                        \
-    TANDEM_TILE_LOAD(5, (xq) + 64 * (q) + 32, cols);     \
-    TANDEM_TILE_LOAD(7, (p).b[2 * (q) + 1], 64);         \
-    TANDEM_TILE_DPBSUD(cb, 5, 7);                        \
+#define TANDEM_Q4K_MULTIPLY_PAIR(ca, cb, p, xq, q)    \
+  do {                                                \
+    TANDEM_TILE_ZERO(ca);                             \
+    TANDEM_TILE_ZERO(cb);                             \
+    TANDEM_TILE_LOAD(4, (xq) + 1024 * (q), 32);       \
+    TANDEM_TILE_LOAD(6, (p).b[2 * (q)], 64);          \
+    TANDEM_TILE_DPBSUD(ca, 4, 6);                     \
+    TANDEM_TILE_LOAD(5, (xq) + 1024 * (q) + 512, 32); \
+    TANDEM_TILE_LOAD(7, (p).b[2 * (q) + 1], 64);      \
+    TANDEM_TILE_DPBSUD(cb, 5, 7);                     \
   } while (0)
 #define TANDEM_Q4K_STORE_PAIR(ca, cb, c) \
   do {                                   \
@@ -171,51 +172,82 @@ template <int T>
 // the tile pairs (0, 1) and (2, 3), so that the vector unit scales one pair's sums while the tile
 // unit multiplies the next.
 template <int T>
-[[gnu::always_inline]] inline void tile_isums(const PairBlock& p, const int8_t* xq, size_t cols,
-                                              size_t n, __m512i* isum) {
+[[gnu::always_inline]] inline void tile_isums(const PairBlock& p, const int8_t* xq, size_t n,
+                                              __m512i* isum) {
   alignas(64) int32_t c01[2][kTileTokens][16];
   alignas(64) int32_t c23[2][kTileTokens][16];
-  TANDEM_Q4K_MULTIPLY_PAIR(0, 1, p, xq, cols, 0);
-  TANDEM_Q4K_MULTIPLY_PAIR(2, 3, p, xq, cols, 1);
+  TANDEM_Q4K_MULTIPLY_PAIR(0, 1, p, xq, 0);
+  TANDEM_Q4K_MULTIPLY_PAIR(2, 3, p, xq, 1);
   TANDEM_Q4K_STORE_PAIR(0, 1, c01);
   drain_pair<T>(p, 0, c01, n, isum);
-  TANDEM_Q4K_MULTIPLY_PAIR(0, 1, p, xq, cols, 2);
+  TANDEM_Q4K_MULTIPLY_PAIR(0, 1, p, xq, 2);
   TANDEM_Q4K_STORE_PAIR(2, 3, c23);
   drain_pair<T>(p, 1, c23, n, isum);
-  TANDEM_Q4K_MULTIPLY_PAIR(2, 3, p, xq, cols, 3);
+  TANDEM_Q4K_MULTIPLY_PAIR(2, 3, p, xq, 3);
   TANDEM_Q4K_STORE_PAIR(0, 1, c01);
   drain_pair<T>(p, 2, c01, n, isum);
   TANDEM_Q4K_STORE_PAIR(2, 3, c23);
   drain_pair<T>(p, 3, c23, n, isum);
 }
 
+// The call's activations in the forms the tiles read, made once per call: the quants of each
+// 16-token tile and super-block as its eight A tiles (sub-block j at 512 j: 16 rows of 32 bytes,
+// contiguous, so that the tiles' rows never share a few cache sets as rows one power-of-two
+// activation row apart do), and per token and super-block its four (S_2c, S_2c+1) int16 pairs,
+// S_j = bsums[2j] + bsums[2j + 1] (|.| <= 4096).
+struct PackedTokens {
+  const int8_t* qs;
+  const int32_t* pairs;
+  const float* d;
+  size_t blocks;
+};
+
+constexpr size_t kTileBlockBytes = kTileTokens * kSuper;  // one tile's quants of one super-block
+
+PackedTokens pack_tokens(const ActivationRows& x, std::vector<int8_t>& qs,
+                         std::vector<int32_t>& pairs) {
+  const size_t blocks = x.cols / kSuper;
+  const size_t tiles = (x.n_tokens + kTileTokens - 1) / kTileTokens;
+  if (qs.size() < tiles * blocks * kTileBlockBytes) qs.resize(tiles * blocks * kTileBlockBytes);
+  if (pairs.size() < x.n_tokens * blocks * 4) pairs.resize(x.n_tokens * blocks * 4);
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t b = 0; b < blocks; ++b) {
+      int8_t* tile = qs.data() + (t / kTileTokens * blocks + b) * kTileBlockBytes;
+      const int8_t* src = x.qs + t * x.cols + b * kSuper;
+      for (size_t j = 0; j < kSubBlocks; ++j) {
+        std::memcpy(tile + j * (kTileTokens * 32) + (t % kTileTokens) * 32, src + 32 * j, 32);
+      }
+      const int16_t* bs = x.bsums + (t * blocks + b) * kSumsPerBlock;
+      for (size_t c = 0; c < 4; ++c) {
+        const auto s0 = static_cast<uint16_t>(bs[4 * c] + bs[4 * c + 1]);
+        const auto s1 = static_cast<uint16_t>(bs[4 * c + 2] + bs[4 * c + 3]);
+        pairs[(t * blocks + b) * 4 + c] = static_cast<int32_t>(s0 | (uint32_t{s1} << 16));
+      }
+    }
+  }
+  return PackedTokens{qs.data(), pairs.data(), x.d, blocks};
+}
+
 // One tile of n tokens (T as tile_isums), tokens [tb, tb + n), of super-block b: the block's term
 // added to sum[token - t0].
 template <int T>
-[[gnu::always_inline]] inline void tile_block(const PairBlock& p, const ActivationRows& x,
-                                              size_t blocks, size_t b, size_t tb, size_t n,
-                                              size_t t0, float (*sum)[kPairRows]) {
+[[gnu::always_inline]] inline void tile_block(const PairBlock& p, const PackedTokens& x, size_t b,
+                                              size_t tb, size_t n, size_t t0,
+                                              float (*sum)[kPairRows]) {
   const size_t tokens = T != 0 ? static_cast<size_t>(T) : n;
   __m512i isum[kTileTokens];
 #pragma GCC unroll 16
   for (size_t t = 0; t < tokens; ++t) isum[t] = _mm512_setzero_si512();
-  tile_isums<T>(p, x.qs + tb * x.cols + b * kSuper, x.cols, tokens, isum);
+  tile_isums<T>(p, x.qs + (tb / kTileTokens * x.blocks + b) * kTileBlockBytes, tokens, isum);
 #pragma GCC unroll 16
   for (size_t t = 0; t < tokens; ++t) {
     const size_t token = tb + t;
-    // The token's eight sub-block sums bsums[2j] + bsums[2j + 1] (|.| <= 4096) as int16 pairs
-    // (j = 2c, 2c + 1), pair c in 32-bit lane c.
-    const int16_t* bs = x.bsums + (token * blocks + b) * kSumsPerBlock;
-    const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bs)),
-                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(bs + 8)));
-    __m512i imin = _mm512_madd_epi16(p.mins[0], _mm512_set1_epi32(_mm_extract_epi32(pairs, 0)));
-    imin = _mm512_add_epi32(
-        imin, _mm512_madd_epi16(p.mins[1], _mm512_set1_epi32(_mm_extract_epi32(pairs, 1))));
-    imin = _mm512_add_epi32(
-        imin, _mm512_madd_epi16(p.mins[2], _mm512_set1_epi32(_mm_extract_epi32(pairs, 2))));
-    imin = _mm512_add_epi32(
-        imin, _mm512_madd_epi16(p.mins[3], _mm512_set1_epi32(_mm_extract_epi32(pairs, 3))));
-    const __m512 dx = _mm512_set1_ps(x.d[token * blocks + b]);
+    const int32_t* pr = x.pairs + (token * x.blocks + b) * 4;
+    __m512i imin = _mm512_madd_epi16(p.mins[0], _mm512_set1_epi32(pr[0]));
+    imin = _mm512_dpwssd_epi32(imin, p.mins[1], _mm512_set1_epi32(pr[1]));
+    imin = _mm512_dpwssd_epi32(imin, p.mins[2], _mm512_set1_epi32(pr[2]));
+    imin = _mm512_dpwssd_epi32(imin, p.mins[3], _mm512_set1_epi32(pr[3]));
+    const __m512 dx = _mm512_set1_ps(x.d[token * x.blocks + b]);
     const __m512 term =
         _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(p.dw, dx), _mm512_cvtepi32_ps(isum[t])),
                       _mm512_mul_ps(_mm512_mul_ps(p.dmin, dx), _mm512_cvtepi32_ps(imin)));
@@ -225,8 +257,9 @@ template <int T>
 }
 
 // Rows [r0, r0 + 16) (two whole groups, the first at g0) x tokens [t0, t1): sum[t - t0][lane].
-void pair_chunk(const uint8_t* g0, size_t group_bytes, size_t blocks, const ActivationRows& x,
-                size_t t0, size_t t1, float (*sum)[kPairRows], TileState& tiles) {
+void pair_chunk(const uint8_t* g0, size_t group_bytes, const PackedTokens& x, size_t t0, size_t t1,
+                float (*sum)[kPairRows], TileState& tiles) {
+  const size_t blocks = x.blocks;
   for (size_t t = t0; t < t1; ++t) _mm512_store_ps(sum[t - t0], _mm512_setzero_ps());
   // Two unpacked super-blocks: the next one is unpacked before the tiles read the current one, so
   // the tile loads never wait for the vector stores that just filled their buffer.
@@ -250,9 +283,9 @@ void pair_chunk(const uint8_t* g0, size_t group_bytes, size_t blocks, const Acti
       const size_t n = t1 - tb < kTileTokens ? t1 - tb : kTileTokens;
       tiles.use(kTileConfigs[n - 1]);
       if (n == kTileTokens) {
-        tile_block<kTileTokens>(cur, x, blocks, b, tb, n, t0, sum);
+        tile_block<kTileTokens>(cur, x, b, tb, n, t0, sum);
       } else {
-        tile_block<0>(cur, x, blocks, b, tb, n, t0, sum);
+        tile_block<0>(cur, x, b, tb, n, t0, sum);
       }
     }
   }
@@ -276,18 +309,22 @@ void dot_q4_k_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
   }
   const size_t blocks = x.cols / kSuper;
   const size_t group_bytes = blocks * kBlockBytes;
+  thread_local std::vector<int8_t> packed_qs;
+  thread_local std::vector<int32_t> packed_pairs;
+  const PackedTokens packed = pack_tokens(x, packed_qs, packed_pairs);
   TileState tiles;
   alignas(64) float sum[kChunkTokens][kPairRows];
   for (size_t r = first; r < pairs_end; r += kPairRows) {
     const uint8_t* g0 = groups + r / kGroupRows * group_bytes;
     for (size_t t0 = 0; t0 < x.n_tokens; t0 += kChunkTokens) {
       const size_t t1 = x.n_tokens - t0 < kChunkTokens ? x.n_tokens : t0 + kChunkTokens;
-      pair_chunk(g0, group_bytes, blocks, x, t0, t1, sum, tiles);
+      pair_chunk(g0, group_bytes, packed, t0, t1, sum, tiles);
       for (size_t t = t0; t < t1; ++t) {
         _mm512_storeu_ps(y + t * y_stride + (r - row_begin), _mm512_load_ps(sum[t - t0]));
       }
     }
   }
+  _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
 }
 
 }  // namespace tandem::kernels::detail

@@ -370,22 +370,32 @@ TEST_CASE("attention's AVX2 row kernels give the scalar ones' bits", "[kernels]"
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (const size_t dim : {1, 7, 8, 16, 37, 64, 576}) {
-    INFO("dim " << dim);
-    const size_t heads = 5, stride = 3;
-    std::vector<float> q(heads * dim), k(dim), w(heads * stride);
-    for (float& x : q) x = u(rng);
-    for (float& x : k) x = u(rng);
-    for (float& x : w) x = u(rng);
-    std::vector<float> s1(heads * stride, 0.0f), s2(heads * stride, 0.0f);
-    detail::attention_scores_scalar(q.data(), heads, k.data(), dim, 0.37f, s1.data(), stride);
-    detail::attention_scores_avx2(q.data(), heads, k.data(), dim, 0.37f, s2.data(), stride);
-    CHECK(s1 == s2);
-    std::vector<float> o1(heads * dim), o2;
-    for (float& x : o1) x = u(rng);
-    o2 = o1;
-    detail::attention_accumulate_scalar(w.data(), stride, heads, k.data(), dim, o1.data());
-    detail::attention_accumulate_avx2(w.data(), stride, heads, k.data(), dim, o2.data());
-    CHECK(o1 == o2);
+    // Head counts and row runs that take every blocking (8 heads, 4, 2, 1 and their row and
+    // column remainders).
+    for (const size_t heads : {1, 2, 3, 5, 8, 13, 16}) {
+      for (const size_t rows : {1, 3, 8, 11}) {
+        INFO("dim " << dim << ", heads " << heads << ", rows " << rows);
+        const size_t stride = rows + 2, row_stride = dim + 3;
+        std::vector<float> q(heads * dim), k(rows * row_stride), w(heads * stride);
+        for (float& x : q) x = u(rng);
+        for (float& x : k) x = u(rng);
+        for (float& x : w) x = u(rng);
+        std::vector<float> s1(heads * stride, 0.0f), s2(heads * stride, 0.0f);
+        detail::attention_scores_scalar(q.data(), heads, k.data(), row_stride, rows, dim, 0.37f,
+                                        s1.data(), stride);
+        detail::attention_scores_avx2(q.data(), heads, k.data(), row_stride, rows, dim, 0.37f,
+                                      s2.data(), stride);
+        CHECK(s1 == s2);
+        std::vector<float> o1(heads * dim), o2;
+        for (float& x : o1) x = u(rng);
+        o2 = o1;
+        detail::attention_accumulate_scalar(w.data(), stride, heads, k.data(), row_stride, rows,
+                                            dim, o1.data());
+        detail::attention_accumulate_avx2(w.data(), stride, heads, k.data(), row_stride, rows, dim,
+                                          o2.data());
+        CHECK(o1 == o2);
+      }
+    }
   }
 #else
   WARN("attention AVX2 row kernels skipped: not an x86-64 build");
