@@ -101,6 +101,12 @@ void dot_q5_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const
 void dot_q6_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride);
 
+// AMX-INT8 (+ AVX-512 VNNI; callable only when matmul_variant_supported(kAmx)): TDPBSUD tiles of
+// 16 tokens x 16 rows per 16-element group, bit-identical to dot_q6_k_scalar; the rows after the
+// last whole 16 and calls with few tokens run dot_q6_k_avx512_vnni.
+void dot_q6_k_amx(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                  float* y, size_t y_stride);
+
 // ---- Interleaved layouts (WeightLayout::kInterleaved8, weight_matrix.h): the rows in groups of
 // 8, group g (rows 8g .. 8g+7) at groups + g * 8 * row_bytes, a permutation of those rows' bytes;
 // a last partial group is padded with zero rows (their outputs are computed and dropped).

@@ -32,50 +32,23 @@
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/quant_dot_amx_groups.h"
 #include "kernels/cpu/quant_dot_q4_k_x8_scales.h"
 
 namespace tandem::kernels::detail {
 namespace {
 
-constexpr size_t kSuper = 256;
 constexpr size_t kGroupRows = 8;
-constexpr size_t kPairRows = 16;      // the rows of one B tile: two x8 groups
-constexpr size_t kBlockBytes = 1152;  // one super-block of a group (quant_dot.h)
+constexpr size_t kPairRows = kAmxTileRows;  // two x8 groups
+constexpr size_t kBlockBytes = 1152;        // one super-block of a group (quant_dot.h)
 constexpr size_t kQuantOffset = 128;
 constexpr size_t kSumsPerBlock = 16;  // Q8_K bsums per super-block
 constexpr size_t kSubBlocks = 8;
-constexpr size_t kTileTokens = 16;    // the rows of one A tile
-constexpr size_t kChunkTokens = 128;  // tokens whose sums one pass over a row pair keeps
-constexpr size_t kAmxMinTokens = 4;   // below this the VNNI kernel runs the whole call
+constexpr size_t kSubBlockBytes = 32;
 
-// Tiles: 0-3 the int32 sums of sub-blocks (tokens x 16 rows; two pairs in flight), 4-5 activation
-// quants (tokens x 32 bytes), 6-7 weight quants (8 rows of 16 x 4 bytes).
-constexpr TileConfig tile_config(size_t tokens) {
-  TileConfig c{};
-  c.palette = 1;
-  for (int t = 0; t < 4; ++t) {
-    c.rows[t] = static_cast<uint8_t>(tokens);
-    c.colsb[t] = 64;
-  }
-  for (int t = 4; t < 6; ++t) {
-    c.rows[t] = static_cast<uint8_t>(tokens);
-    c.colsb[t] = 32;
-  }
-  for (int t = 6; t < 8; ++t) {
-    c.rows[t] = 8;
-    c.colsb[t] = 64;
-  }
-  return c;
-}
-
-constexpr std::array<TileConfig, kTileTokens> make_configs() {
-  std::array<TileConfig, kTileTokens> all{};
-  for (size_t i = 0; i < kTileTokens; ++i) all[i] = tile_config(i + 1);
-  return all;
-}
-
-// Static storage, never written at run time (see the top of the file).
-alignas(64) constexpr std::array<TileConfig, kTileTokens> kTileConfigs = make_configs();
+// Static storage, never written at run time (amx_tiles.h).
+alignas(64) constexpr std::array<TileConfig, kAmxTileTokens> kTileConfigs =
+    group_tile_configs(kSubBlockBytes);
 
 // One super-block of a row pair, unpacked: the B tiles of its eight sub-blocks, the 16 rows'
 // scales per sub-block (int32 lanes), their (min_2c, min_2c+1) int16 pairs per c, d and dmin.
@@ -131,69 +104,8 @@ void unpack_pair_block(const uint8_t* blk0, const uint8_t* blk1, PairBlock& p) {
                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0 + 16))));
 }
 
-// One sub-block pair (2q, 2q + 1) of super-block p for the tile's tokens (xq: the tile's packed
-// quants of this super-block, PackedTokens): its int32 sums into tiles (ca, cb). Tiles 4-5
-// hold activation quants, 6-7 weight quants.
-#define TANDEM_Q4K_MULTIPLY_PAIR(ca, cb, p, xq, q)    \
-  do {                                                \
-    TANDEM_TILE_ZERO(ca);                             \
-    TANDEM_TILE_ZERO(cb);                             \
-    TANDEM_TILE_LOAD(4, (xq) + 1024 * (q), 32);       \
-    TANDEM_TILE_LOAD(6, (p).b[2 * (q)], 64);          \
-    TANDEM_TILE_DPBSUD(ca, 4, 6);                     \
-    TANDEM_TILE_LOAD(5, (xq) + 1024 * (q) + 512, 32); \
-    TANDEM_TILE_LOAD(7, (p).b[2 * (q) + 1], 64);      \
-    TANDEM_TILE_DPBSUD(cb, 5, 7);                     \
-  } while (0)
-#define TANDEM_Q4K_STORE_PAIR(ca, cb, c) \
-  do {                                   \
-    TANDEM_TILE_STORE(ca, (c)[0], 64);   \
-    TANDEM_TILE_STORE(cb, (c)[1], 64);   \
-  } while (0)
-
-// A stored sub-block pair's sums (c, sub-blocks 2q, 2q + 1) scaled by their rows' scales into
-// isum. T: the tile's token count when known at compile time (16: registers), else 0 (n).
-template <int T>
-[[gnu::always_inline]] inline void drain_pair(const PairBlock& p, int q,
-                                              const int32_t (*c)[kTileTokens][16], size_t n,
-                                              __m512i* isum) {
-  const __m512i s0 = p.sc[2 * q];
-  const __m512i s1 = p.sc[2 * q + 1];
-  const size_t tokens = T != 0 ? static_cast<size_t>(T) : n;
-#pragma GCC unroll 16
-  for (size_t t = 0; t < tokens; ++t) {
-    isum[t] = _mm512_add_epi32(
-        isum[t], _mm512_add_epi32(_mm512_mullo_epi32(_mm512_load_si512(c[0][t]), s0),
-                                  _mm512_mullo_epi32(_mm512_load_si512(c[1][t]), s1)));
-  }
-}
-
-// The isum of super-block p for one tile of tokens. The four sub-block pairs alternate between
-// the tile pairs (0, 1) and (2, 3), so that the vector unit scales one pair's sums while the tile
-// unit multiplies the next.
-template <int T>
-[[gnu::always_inline]] inline void tile_isums(const PairBlock& p, const int8_t* xq, size_t n,
-                                              __m512i* isum) {
-  alignas(64) int32_t c01[2][kTileTokens][16];
-  alignas(64) int32_t c23[2][kTileTokens][16];
-  TANDEM_Q4K_MULTIPLY_PAIR(0, 1, p, xq, 0);
-  TANDEM_Q4K_MULTIPLY_PAIR(2, 3, p, xq, 1);
-  TANDEM_Q4K_STORE_PAIR(0, 1, c01);
-  drain_pair<T>(p, 0, c01, n, isum);
-  TANDEM_Q4K_MULTIPLY_PAIR(0, 1, p, xq, 2);
-  TANDEM_Q4K_STORE_PAIR(2, 3, c23);
-  drain_pair<T>(p, 1, c23, n, isum);
-  TANDEM_Q4K_MULTIPLY_PAIR(2, 3, p, xq, 3);
-  TANDEM_Q4K_STORE_PAIR(0, 1, c01);
-  drain_pair<T>(p, 2, c01, n, isum);
-  TANDEM_Q4K_STORE_PAIR(2, 3, c23);
-  drain_pair<T>(p, 3, c23, n, isum);
-}
-
-// The call's activations in the forms the tiles read, made once per call: the quants of each
-// 16-token tile and super-block as its eight A tiles (sub-block j at 512 j: 16 rows of 32 bytes,
-// contiguous, so that the tiles' rows never share a few cache sets as rows one power-of-two
-// activation row apart do), and per token and super-block its four (S_2c, S_2c+1) int16 pairs,
+// The call's activations in the forms the tiles read, made once per call: the A tiles
+// (pack_token_groups) and, per token and super-block, its four (S_2c, S_2c+1) int16 pairs,
 // S_j = bsums[2j] + bsums[2j + 1] (|.| <= 4096).
 struct PackedTokens {
   const int8_t* qs;
@@ -202,21 +114,12 @@ struct PackedTokens {
   size_t blocks;
 };
 
-constexpr size_t kTileBlockBytes = kTileTokens * kSuper;  // one tile's quants of one super-block
-
 PackedTokens pack_tokens(const ActivationRows& x, std::vector<int8_t>& qs,
                          std::vector<int32_t>& pairs) {
-  const size_t blocks = x.cols / kSuper;
-  const size_t tiles = (x.n_tokens + kTileTokens - 1) / kTileTokens;
-  if (qs.size() < tiles * blocks * kTileBlockBytes) qs.resize(tiles * blocks * kTileBlockBytes);
+  const size_t blocks = x.cols / kAmxSuper;
   if (pairs.size() < x.n_tokens * blocks * 4) pairs.resize(x.n_tokens * blocks * 4);
   for (size_t t = 0; t < x.n_tokens; ++t) {
     for (size_t b = 0; b < blocks; ++b) {
-      int8_t* tile = qs.data() + (t / kTileTokens * blocks + b) * kTileBlockBytes;
-      const int8_t* src = x.qs + t * x.cols + b * kSuper;
-      for (size_t j = 0; j < kSubBlocks; ++j) {
-        std::memcpy(tile + j * (kTileTokens * 32) + (t % kTileTokens) * 32, src + 32 * j, 32);
-      }
       const int16_t* bs = x.bsums + (t * blocks + b) * kSumsPerBlock;
       for (size_t c = 0; c < 4; ++c) {
         const auto s0 = static_cast<uint16_t>(bs[4 * c] + bs[4 * c + 1]);
@@ -225,20 +128,19 @@ PackedTokens pack_tokens(const ActivationRows& x, std::vector<int8_t>& qs,
       }
     }
   }
-  return PackedTokens{qs.data(), pairs.data(), x.d, blocks};
+  return PackedTokens{pack_token_groups(x, kSubBlockBytes, qs), pairs.data(), x.d, blocks};
 }
 
-// One tile of n tokens (T as tile_isums), tokens [tb, tb + n), of super-block b: the block's term
+// One tile of n tokens (T as group_isums), tokens [tb, tb + n), of super-block b: the block's term
 // added to sum[token - t0].
 template <int T>
 [[gnu::always_inline]] inline void tile_block(const PairBlock& p, const PackedTokens& x, size_t b,
                                               size_t tb, size_t n, size_t t0,
                                               float (*sum)[kPairRows]) {
   const size_t tokens = T != 0 ? static_cast<size_t>(T) : n;
-  __m512i isum[kTileTokens];
-#pragma GCC unroll 16
-  for (size_t t = 0; t < tokens; ++t) isum[t] = _mm512_setzero_si512();
-  tile_isums<T>(p, x.qs + (tb / kTileTokens * x.blocks + b) * kTileBlockBytes, tokens, isum);
+  __m512i isum[kAmxTileTokens];
+  group_isums<T, kSubBlockBytes, kSubBlocks>(
+      p.b, p.sc, token_tile(x.qs, x.blocks, tb / kAmxTileTokens, b), tokens, isum);
 #pragma GCC unroll 16
   for (size_t t = 0; t < tokens; ++t) {
     const size_t token = tb + t;
@@ -279,11 +181,11 @@ void pair_chunk(const uint8_t* g0, size_t group_bytes, const PackedTokens& x, si
       unpack_pair_block(next0, next1, p[(b + 1) % 2]);
     }
     const PairBlock& cur = p[b % 2];
-    for (size_t tb = t0; tb < t1; tb += kTileTokens) {
-      const size_t n = t1 - tb < kTileTokens ? t1 - tb : kTileTokens;
+    for (size_t tb = t0; tb < t1; tb += kAmxTileTokens) {
+      const size_t n = t1 - tb < kAmxTileTokens ? t1 - tb : kAmxTileTokens;
       tiles.use(kTileConfigs[n - 1]);
-      if (n == kTileTokens) {
-        tile_block<kTileTokens>(cur, x, b, tb, n, t0, sum);
+      if (n == kAmxTileTokens) {
+        tile_block<kAmxTileTokens>(cur, x, b, tb, n, t0, sum);
       } else {
         tile_block<0>(cur, x, b, tb, n, t0, sum);
       }
@@ -307,17 +209,17 @@ void dot_q4_k_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
   if (pairs_end < row_end) {
     dot_q4_k_x8_avx512_vnni(groups, pairs_end, row_end, x, y + (pairs_end - row_begin), y_stride);
   }
-  const size_t blocks = x.cols / kSuper;
+  const size_t blocks = x.cols / kAmxSuper;
   const size_t group_bytes = blocks * kBlockBytes;
   thread_local std::vector<int8_t> packed_qs;
   thread_local std::vector<int32_t> packed_pairs;
   const PackedTokens packed = pack_tokens(x, packed_qs, packed_pairs);
   TileState tiles;
-  alignas(64) float sum[kChunkTokens][kPairRows];
+  alignas(64) float sum[kAmxChunkTokens][kPairRows];
   for (size_t r = first; r < pairs_end; r += kPairRows) {
     const uint8_t* g0 = groups + r / kGroupRows * group_bytes;
-    for (size_t t0 = 0; t0 < x.n_tokens; t0 += kChunkTokens) {
-      const size_t t1 = x.n_tokens - t0 < kChunkTokens ? x.n_tokens : t0 + kChunkTokens;
+    for (size_t t0 = 0; t0 < x.n_tokens; t0 += kAmxChunkTokens) {
+      const size_t t1 = x.n_tokens - t0 < kAmxChunkTokens ? x.n_tokens : t0 + kAmxChunkTokens;
       pair_chunk(g0, group_bytes, packed, t0, t1, sum, tiles);
       for (size_t t = t0; t < t1; ++t) {
         _mm512_storeu_ps(y + t * y_stride + (r - row_begin), _mm512_load_ps(sum[t - t0]));

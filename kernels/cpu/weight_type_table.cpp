@@ -20,19 +20,18 @@ using F = ActivationFormat;
 #define TANDEM_X86(fn) nullptr
 #endif
 
-// A row of a type with a quantized dot product: scalar, AVX2, AVX-512, AVX-512 VNNI kernels (the
-// AMX variant runs the AVX-512 VNNI ones: AMX only pays from several tokens on, where the
-// interleaved layouts are read).
+// A row of a type with a quantized dot product: scalar, AVX2, AVX-512, AVX-512 VNNI and AMX
+// kernels (without an AMX kernel of its own the AMX variant runs the AVX-512 VNNI one).
 constexpr WeightTypeKernels quantized(TensorType type,
                                       void (*to_float)(const uint8_t*, float*, size_t), F format,
                                       QuantDotFn scalar, QuantDotFn avx2, QuantDotFn avx512,
-                                      QuantDotFn avx512_vnni) {
+                                      QuantDotFn avx512_vnni, QuantDotFn amx = nullptr) {
   return WeightTypeKernels{
       type,
       to_float,
       format,
       {scalar, avx2 ? avx2 : scalar, avx512 ? avx512 : scalar, avx512_vnni ? avx512_vnni : scalar,
-       avx512_vnni ? avx512_vnni : scalar}};
+       amx ? amx : (avx512_vnni ? avx512_vnni : scalar)}};
 }
 
 // `row` with an interleaved layout: its repack and scalar, AVX2, AVX-512, AVX-512 VNNI and AMX
@@ -93,7 +92,7 @@ const std::array kTable = {
               TANDEM_X86(detail::dot_q5_k_avx512_vnni)),
     quantized(TensorType::kQ6_K, dequantize_q6_k, F::kQ8_K, detail::dot_q6_k_scalar,
               TANDEM_X86(detail::dot_q6_k_avx2), TANDEM_X86(detail::dot_q6_k_avx2),
-              TANDEM_X86(detail::dot_q6_k_avx512_vnni)),
+              TANDEM_X86(detail::dot_q6_k_avx512_vnni), TANDEM_X86(detail::dot_q6_k_amx)),
 };
 
 #undef TANDEM_X86

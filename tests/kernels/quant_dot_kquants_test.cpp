@@ -16,6 +16,7 @@
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/matmul_dispatch.h"
 #include "kernels/cpu/quant_dot.h"
 #include "kernels/tensor_type.h"
 #include "tests/kernels/quant_dot_test_support.h"
@@ -38,8 +39,9 @@ struct KQuant {
   size_t d_offset;
   bool has_dmin;  // an fp16 dmin right after d (Q4_K, Q5_K)
   detail::QuantDotFn scalar;
-  detail::QuantDotFn avx2;         // null where this build has no x86 kernels
-  detail::QuantDotFn avx512_vnni;  // null where this build has no x86 kernels
+  detail::QuantDotFn avx2;           // null where this build has no x86 kernels
+  detail::QuantDotFn avx512_vnni;    // null where this build has no x86 kernels
+  detail::QuantDotFn amx = nullptr;  // the plain-row AMX kernel, where the type has one
 };
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -54,10 +56,11 @@ const KQuant kTypes[] = {
     {"q5_K", TensorType::kQ5_K, 176, 0, true, &detail::dot_q5_k_scalar,
      TANDEM_KQ_AVX2(dot_q5_k_avx2), TANDEM_KQ_AVX2(dot_q5_k_avx512_vnni)},
     {"q6_K", TensorType::kQ6_K, 210, 208, false, &detail::dot_q6_k_scalar,
-     TANDEM_KQ_AVX2(dot_q6_k_avx2), TANDEM_KQ_AVX2(dot_q6_k_avx512_vnni)},
+     TANDEM_KQ_AVX2(dot_q6_k_avx2), TANDEM_KQ_AVX2(dot_q6_k_avx512_vnni),
+     TANDEM_KQ_AVX2(dot_q6_k_amx)},
 };
 
-// The SIMD kernels of k this CPU runs: AVX2, and AVX-512 VNNI (its absence reported once).
+// The SIMD kernels of k this CPU runs: AVX2, AVX-512 VNNI (its absence reported once) and AMX.
 std::vector<std::pair<const char*, detail::QuantDotFn>> simd_kernels(const KQuant& k) {
   std::vector<std::pair<const char*, detail::QuantDotFn>> out;
   if (have_avx2() && k.avx2 != nullptr) out.emplace_back("avx2", k.avx2);
@@ -65,6 +68,9 @@ std::vector<std::pair<const char*, detail::QuantDotFn>> simd_kernels(const KQuan
   if (have_avx2() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni &&
       k.avx512_vnni != nullptr) {
     out.emplace_back("avx512-vnni", k.avx512_vnni);
+  }
+  if (k.amx != nullptr && matmul_variant_supported(MatmulVariant::kAmx)) {
+    out.emplace_back("amx", k.amx);
   }
   return out;
 }
@@ -191,7 +197,7 @@ TEST_CASE("k-quant AVX2 and AVX-512 VNNI dot products are bit-identical to the s
   size_t case_index = 0;
   for (const KQuant& k : kTypes) {
     REQUIRE(k.avx2 != nullptr);
-    for (const size_t rows : {1u, 7u, 8u, 9u, 33u}) {
+    for (const size_t rows : {1u, 7u, 8u, 9u, 16u, 33u}) {
       for (const size_t cols : {256u, 512u, 2048u}) {
         for (const size_t n_tokens : {1u, 2u, 3u, 4u, 5u, 8u, 17u}) {
           ++case_index;
@@ -297,7 +303,8 @@ TEST_CASE("k-quant dot products at extreme inputs", "[kernels]") {
     // and mins; for Q6_K also 0x00 = quant -32 with scale -128, the largest |q * scale|).
     for (const uint8_t quant_fill : {uint8_t{0xff}, uint8_t{0x00}}) {
       for (const uint8_t scale_fill : {uint8_t{0xff}, uint8_t{0x80}, uint8_t{0x7f}}) {
-        const size_t rows = 2;
+        // 17 rows: a whole 16 (the AMX tiles) and one more.
+        const size_t rows = 17;
         std::vector<uint8_t> w(rows * (kCols / kSuper) * k.block_bytes, quant_fill);
         for (size_t r = 0; r < rows; ++r) {
           for (size_t b = 0; b < kCols / kSuper; ++b) {
@@ -308,8 +315,8 @@ TEST_CASE("k-quant dot products at extreme inputs", "[kernels]") {
             } else {
               std::memset(blk + 192, scale_fill, 16);
             }
-            put_fp16(blk + k.d_offset, r == 0 ? 0.01f : 0.0037f);
-            if (k.has_dmin) put_fp16(blk + k.d_offset + 2, r == 0 ? 0.01f : 0.0021f);
+            put_fp16(blk + k.d_offset, r % 2 == 0 ? 0.01f : 0.0037f);
+            if (k.has_dmin) put_fp16(blk + k.d_offset + 2, r % 2 == 0 ? 0.01f : 0.0021f);
           }
         }
         INFO(k.name << " quant bytes " << int{quant_fill} << " scale bytes " << int{scale_fill});

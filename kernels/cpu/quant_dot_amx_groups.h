@@ -1,0 +1,133 @@
+// The AMX-INT8 walk shared by the K-quant tile kernels (quant_dot_q4_k_x8_amx.cpp,
+// quant_dot_q6_k_amx.cpp): per super-block, G groups of W activation quants (the weight type's
+// scale groups: Q4_K 8 x 32, Q6_K 16 x 16), each one TDPBSUD of a 16-token A tile by a 16-row B
+// tile, its int32 sums scaled by the rows' group scales into the super-block's isum. The tile
+// configurations, the tokens' packed A tiles and the pipelined group loop live here; each kernel
+// file unpacks its own weights into B tiles and does its own block arithmetic. Include after
+// <immintrin.h> and amx_tiles.h, under -mavx512f -mavx512bw -mamx-tile -mamx-int8. Everything
+// has internal linkage.
+#pragma once
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/activation_rows.h"
+#include "kernels/cpu/amx_tiles.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+constexpr size_t kAmxSuper = 256;        // Q8_K super-block
+constexpr size_t kAmxTileTokens = 16;    // the rows of one A tile
+constexpr size_t kAmxTileRows = 16;      // weight rows of one B tile
+constexpr size_t kAmxChunkTokens = 128;  // tokens whose sums one pass over 16 rows keeps
+constexpr size_t kAmxMinTokens = 4;      // below this a kernel hands the call to its VNNI kernel
+
+// Tiles: 0-3 the int32 sums of groups (tokens x 16 rows; two pairs in flight), 4-5 activation
+// quants (tokens x W bytes), 6-7 weight quants (W / 4 rows of 16 x 4 bytes). One configuration
+// per token count of a tile (index tokens - 1).
+constexpr std::array<TileConfig, kAmxTileTokens> group_tile_configs(size_t w) {
+  std::array<TileConfig, kAmxTileTokens> all{};
+  for (size_t i = 0; i < kAmxTileTokens; ++i) {
+    TileConfig& c = all[i];
+    c.palette = 1;
+    for (int t = 0; t < 8; ++t) {
+      c.rows[t] = static_cast<uint8_t>(t < 6 ? i + 1 : w / 4);
+      c.colsb[t] = static_cast<uint16_t>(t < 4 || t >= 6 ? 64 : w);
+    }
+  }
+  return all;
+}
+
+// The call's activation quants as A tiles, packed once per call: for each 16-token tile and
+// super-block (kAmxTileTokens * 256 bytes), group g's 16 rows of W bytes contiguous at 16 W g.
+// (Tiles read straight from the activation rows, one power-of-two row apart, would share a few L1
+// sets.) Returns the packed tiles, in buf.
+const int8_t* pack_token_groups(const ActivationRows& x, size_t w, std::vector<int8_t>& buf) {
+  const size_t blocks = x.cols / kAmxSuper;
+  const size_t tiles = (x.n_tokens + kAmxTileTokens - 1) / kAmxTileTokens;
+  const size_t tile_block = kAmxTileTokens * kAmxSuper;
+  if (buf.size() < tiles * blocks * tile_block) buf.resize(tiles * blocks * tile_block);
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t b = 0; b < blocks; ++b) {
+      int8_t* tile = buf.data() + (t / kAmxTileTokens * blocks + b) * tile_block;
+      const int8_t* src = x.qs + t * x.cols + b * kAmxSuper;
+      for (size_t g = 0; g < kAmxSuper / w; ++g) {
+        std::memcpy(tile + g * kAmxTileTokens * w + (t % kAmxTileTokens) * w, src + g * w, w);
+      }
+    }
+  }
+  return buf.data();
+}
+
+// The packed A tiles of token tile `tile`, super-block b.
+inline const int8_t* token_tile(const int8_t* packed, size_t blocks, size_t tile, size_t b) {
+  return packed + (tile * blocks + b) * kAmxTileTokens * kAmxSuper;
+}
+
+// Groups 2q and 2q + 1 (A tiles at xq, B tiles b0, b1 of W / 4 rows of 64 bytes) into tiles ca, cb.
+#define TANDEM_AMX_MULTIPLY_PAIR(ca, cb, xq, b0, b1, w, q)               \
+  do {                                                                   \
+    TANDEM_TILE_ZERO(ca);                                                \
+    TANDEM_TILE_ZERO(cb);                                                \
+    TANDEM_TILE_LOAD(4, (xq) + 2 * (q)*kAmxTileTokens * (w), w);         \
+    TANDEM_TILE_LOAD(6, b0, 64);                                         \
+    TANDEM_TILE_DPBSUD(ca, 4, 6);                                        \
+    TANDEM_TILE_LOAD(5, (xq) + (2 * (q) + 1) * kAmxTileTokens * (w), w); \
+    TANDEM_TILE_LOAD(7, b1, 64);                                         \
+    TANDEM_TILE_DPBSUD(cb, 5, 7);                                        \
+  } while (0)
+
+// isum[t] += c[0][t] * s0 + c[1][t] * s1 (int32 lanes = rows) for the tile's tokens. T: the
+// token count when known at compile time (16: registers), else 0 (n).
+template <int T>
+[[gnu::always_inline]] inline void drain_pair(const int32_t (*c)[kAmxTileTokens][16], __m512i s0,
+                                              __m512i s1, size_t n, __m512i* isum) {
+  const size_t tokens = T != 0 ? static_cast<size_t>(T) : n;
+#pragma GCC unroll 16
+  for (size_t t = 0; t < tokens; ++t) {
+    isum[t] = _mm512_add_epi32(
+        isum[t], _mm512_add_epi32(_mm512_mullo_epi32(_mm512_load_si512(c[0][t]), s0),
+                                  _mm512_mullo_epi32(_mm512_load_si512(c[1][t]), s1)));
+  }
+}
+
+// isum[t] = sum over the G groups of the super-block of scale_g (sc[g], int32 lane = row) times
+// the exact group sum of the tile's tokens (A tiles at xq) and the 16 rows (B tiles b[g]). The
+// group pairs alternate between tiles (0, 1) and (2, 3), so that the vector unit scales one
+// pair's sums while the tile unit multiplies the next.
+template <int T, size_t W, size_t G>
+[[gnu::always_inline]] inline void group_isums(const uint8_t (*b)[W / 4][64], const __m512i* sc,
+                                               const int8_t* xq, size_t n, __m512i* isum) {
+  static_assert(G % 2 == 0 && G >= 4);
+  constexpr size_t kPairs = G / 2;
+  const size_t tokens = T != 0 ? static_cast<size_t>(T) : n;
+#pragma GCC unroll 16
+  for (size_t t = 0; t < tokens; ++t) isum[t] = _mm512_setzero_si512();
+  alignas(64) int32_t c01[2][kAmxTileTokens][16];
+  alignas(64) int32_t c23[2][kAmxTileTokens][16];
+  TANDEM_AMX_MULTIPLY_PAIR(0, 1, xq, b[0], b[1], W, 0);
+  TANDEM_AMX_MULTIPLY_PAIR(2, 3, xq, b[2], b[3], W, 1);
+#pragma GCC unroll 8
+  for (size_t q = 0; q < kPairs; ++q) {
+    if (q % 2 == 0) {
+      TANDEM_TILE_STORE(0, c01[0], 64);
+      TANDEM_TILE_STORE(1, c01[1], 64);
+      if (q + 2 < kPairs) TANDEM_AMX_MULTIPLY_PAIR(0, 1, xq, b[2 * q + 4], b[2 * q + 5], W, q + 2);
+      drain_pair<T>(c01, sc[2 * q], sc[2 * q + 1], tokens, isum);
+    } else {
+      TANDEM_TILE_STORE(2, c23[0], 64);
+      TANDEM_TILE_STORE(3, c23[1], 64);
+      if (q + 2 < kPairs) TANDEM_AMX_MULTIPLY_PAIR(2, 3, xq, b[2 * q + 4], b[2 * q + 5], W, q + 2);
+      drain_pair<T>(c23, sc[2 * q], sc[2 * q + 1], tokens, isum);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels::detail
