@@ -21,14 +21,13 @@
 #include <cstring>
 
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/quant_dot_legacy_walk.h"
 
 namespace tandem::kernels::detail {
 namespace {
 
-constexpr size_t kBlock = 32;
 constexpr size_t kGroupRows = 8;
 // Activation blocks whose bias sums fit on the stack (16 KiB); larger inputs use the heap.
-constexpr size_t kStackBiasSums = 4096;
 
 // The 16-bit little-endian value at p (any alignment).
 uint64_t load_u16(const uint8_t* p) {
@@ -210,7 +209,7 @@ void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t next_group,
       const NibblePair w15 = Fmt::unpack(p[1] + off, p[5] + off);
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) {
-        const ActivationPair x = load_activations(xq[t] + b * kBlock);
+        const ActivationPair x = load_activations(xq[t] + b * kLegacyBlock);
         q01[t] = quad_sums(pair_sums(w04, x), pair_sums(w15, x));
       }
     }
@@ -220,7 +219,7 @@ void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t next_group,
       const NibblePair w37 = Fmt::unpack(p[3] + off, p[7] + off);
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) {
-        const ActivationPair x = load_activations(xq[t] + b * kBlock);
+        const ActivationPair x = load_activations(xq[t] + b * kLegacyBlock);
         sums[t] = row_sums(q01[t], quad_sums(pair_sums(w26, x), pair_sums(w37, x)));
       }
     }
@@ -244,83 +243,32 @@ void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t next_group,
   }
 }
 
-// One group of eight rows against tokens [t0, t0 + kTokens).
-template <typename Fmt, int kTokens>
-void rows8_tokens(const uint8_t* const p[kGroupRows], size_t row_bytes, size_t r, size_t valid,
-                  const ActivationRows& x, const int32_t* bias_sums, size_t t0, float* y,
-                  size_t y_stride) {
-  const size_t blocks = x.cols / kBlock;
-  const int8_t* xq[kTokens];
-  const float* xd[kTokens];
-  const int32_t* bias[kTokens];
-  float* out[kTokens];
-  for (int i = 0; i < kTokens; ++i) {
-    const size_t t = t0 + static_cast<size_t>(i);
-    xq[i] = x.qs + t * x.cols;
-    xd[i] = x.d + t * blocks;
-    bias[i] = bias_sums + t * blocks;
-    out[i] = y + t * y_stride + r;
+// The groups of legacy_dot_rows (quant_dot_legacy_walk.h).
+struct Avx2Groups {
+  static constexpr size_t kRows = kGroupRows;
+  template <typename Fmt, int T>
+  static void run(const uint8_t* const* p, bool first, size_t row_bytes, size_t blocks,
+                  const int8_t* const* xq, const float* const* xd, const int32_t* const* bias,
+                  float* const* out, size_t valid) {
+    rows8<Fmt, T>(p, first, kGroupRows * row_bytes, blocks, xq, xd, bias, out, valid);
   }
-  rows8<Fmt, kTokens>(p, t0 == 0, kGroupRows * row_bytes, blocks, xq, xd, bias, out, valid);
-}
-
-template <typename Fmt>
-void dot_rows(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x, float* y,
-              size_t y_stride) {
-  const size_t blocks = x.cols / kBlock;
-  const size_t n = x.n_tokens;
-  if (rows == 0 || n == 0) return;
-  // kBias * (sum of the block's activation quants), per token and block: exact in int32
-  // (|sum| <= 32 * 128).
-  int32_t stack_sums[kStackBiasSums];
-  int32_t* bias_sums = n * blocks <= kStackBiasSums ? stack_sums : new int32_t[n * blocks];
-  for (size_t i = 0; i < n * blocks; ++i) {
-    const int8_t* q = x.qs + i * kBlock;
-    int32_t s = 0;
-    for (size_t j = 0; j < kBlock; ++j) s += q[j];
-    bias_sums[i] = Fmt::kBias * s;
-  }
-  for (size_t r = 0; r < rows; r += kGroupRows) {
-    // Past the last row, the group repeats it (those lanes are computed and dropped).
-    const uint8_t* p[kGroupRows];
-    for (size_t i = 0; i < kGroupRows; ++i) {
-      p[i] = w + (r + i < rows ? r + i : rows - 1) * row_bytes;
-    }
-    const size_t valid = rows - r < kGroupRows ? rows - r : kGroupRows;
-    // Token tiles of 8, 4, 2, 1 (wider tiles unpack each weight block for more tokens); only the
-    // first tile streams the group from memory, so only it prefetches the next group.
-    size_t t = 0;
-    for (; t + 8 <= n; t += 8) {
-      rows8_tokens<Fmt, 8>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
-    }
-    for (; t + 4 <= n; t += 4) {
-      rows8_tokens<Fmt, 4>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
-    }
-    for (; t + 2 <= n; t += 2) {
-      rows8_tokens<Fmt, 2>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
-    }
-    for (; t < n; ++t) {
-      rows8_tokens<Fmt, 1>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
-    }
-  }
-  if (bias_sums != stack_sums) delete[] bias_sums;
-}
+};
 
 }  // namespace
 
 void dot_q4_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
-  dot_rows<Q4_0>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Q4_0, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_q5_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
-  dot_rows<Q5_0>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Q5_0, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_mxfp4_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                     float* y, size_t y_stride) {
-  dot_rows<Mxfp4>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Mxfp4, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

@@ -25,14 +25,13 @@
 #include <cstring>
 
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/quant_dot_legacy_walk.h"
 
 namespace tandem::kernels::detail {
 namespace {
 
-constexpr size_t kBlock = 32;
 constexpr size_t kTileRows = 16;
 // Activation blocks whose bias sums fit on the stack (16 KiB); larger inputs use the heap.
-constexpr size_t kStackBiasSums = 4096;
 
 uint64_t load_u16(const uint8_t* p) {
   uint16_t v;
@@ -243,7 +242,7 @@ void rows16(const uint8_t* const p[kTileRows], bool prefetch, size_t ahead, size
     const __m512 ws = Fmt::scales(p, off);
 #pragma GCC unroll 8
     for (int t = 0; t < kTokens; ++t) {
-      const __m512i sums = block_sums(wb, xq[t] + b * kBlock);
+      const __m512i sums = block_sums(wb, xq[t] + b * kLegacyBlock);
       const __m512i isum = _mm512_sub_epi32(sums, _mm512_set1_epi32(bias[t][b]));
       const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(xd[t][b]));
       acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(isum), scale));
@@ -254,78 +253,27 @@ void rows16(const uint8_t* const p[kTileRows], bool prefetch, size_t ahead, size
   for (int t = 0; t < kTokens; ++t) _mm512_mask_storeu_ps(out[t], store, acc[t]);
 }
 
-// One group of 16 rows against tokens [t0, t0 + kTokens).
-template <typename Fmt, int kTokens>
-void rows16_tokens(const uint8_t* const p[kTileRows], size_t row_bytes, size_t r, size_t valid,
-                   const ActivationRows& x, const int32_t* bias_sums, size_t t0, float* y,
-                   size_t y_stride) {
-  const size_t blocks = x.cols / kBlock;
-  const int8_t* xq[kTokens];
-  const float* xd[kTokens];
-  const int32_t* bias[kTokens];
-  float* out[kTokens];
-  for (int i = 0; i < kTokens; ++i) {
-    const size_t t = t0 + static_cast<size_t>(i);
-    xq[i] = x.qs + t * x.cols;
-    xd[i] = x.d + t * blocks;
-    bias[i] = bias_sums + t * blocks;
-    out[i] = y + t * y_stride + r;
+// The groups of legacy_dot_rows (quant_dot_legacy_walk.h).
+struct VnniGroups {
+  static constexpr size_t kRows = kTileRows;
+  template <typename Fmt, int T>
+  static void run(const uint8_t* const* p, bool first, size_t row_bytes, size_t blocks,
+                  const int8_t* const* xq, const float* const* xd, const int32_t* const* bias,
+                  float* const* out, size_t valid) {
+    rows16<Fmt, T>(p, first, 2 * kTileRows * row_bytes, blocks, xq, xd, bias, out, valid);
   }
-  rows16<Fmt, kTokens>(p, t0 == 0, 2 * kTileRows * row_bytes, blocks, xq, xd, bias, out, valid);
-}
-
-template <typename Fmt>
-void dot_rows(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x, float* y,
-              size_t y_stride) {
-  const size_t blocks = x.cols / kBlock;
-  const size_t n = x.n_tokens;
-  if (rows == 0 || n == 0) return;
-  // kBias * (sum of the block's activation quants), per token and block: exact in int32
-  // (|sum| <= 32 * 128).
-  int32_t stack_sums[kStackBiasSums];
-  int32_t* bias_sums = n * blocks <= kStackBiasSums ? stack_sums : new int32_t[n * blocks];
-  for (size_t i = 0; i < n * blocks; ++i) {
-    const int8_t* q = x.qs + i * kBlock;
-    int32_t s = 0;
-    for (size_t j = 0; j < kBlock; ++j) s += q[j];
-    bias_sums[i] = Fmt::kBias * s;
-  }
-  for (size_t r = 0; r < rows; r += kTileRows) {
-    // Past the last row, the group repeats it (those lanes are computed and not stored).
-    const uint8_t* p[kTileRows];
-    for (size_t i = 0; i < kTileRows; ++i) {
-      p[i] = w + (r + i < rows ? r + i : rows - 1) * row_bytes;
-    }
-    const size_t valid = rows - r < kTileRows ? rows - r : kTileRows;
-    // Token tiles of 8, 4, 2, 1 (wider tiles unpack each weight block for more tokens); only the
-    // first tile streams the group from memory, so only it prefetches the next group.
-    size_t t = 0;
-    for (; t + 8 <= n; t += 8) {
-      rows16_tokens<Fmt, 8>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
-    }
-    for (; t + 4 <= n; t += 4) {
-      rows16_tokens<Fmt, 4>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
-    }
-    for (; t + 2 <= n; t += 2) {
-      rows16_tokens<Fmt, 2>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
-    }
-    for (; t < n; ++t) {
-      rows16_tokens<Fmt, 1>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
-    }
-  }
-  if (bias_sums != stack_sums) delete[] bias_sums;
-}
+};
 
 }  // namespace
 
 void dot_q4_0_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {
-  dot_rows<Q4_0>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Q4_0, VnniGroups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_q5_0_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {
-  dot_rows<Q5_0>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Q5_0, VnniGroups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_mxfp4_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
@@ -337,7 +285,7 @@ void dot_mxfp4_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, cons
     dot_mxfp4_avx2(w, row_bytes, rows, x, y, y_stride);
     return;
   }
-  dot_rows<Mxfp4>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Mxfp4, VnniGroups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

@@ -5,7 +5,7 @@
 // external linkage.
 //
 // Technique. Per 16 rows and super-block, the rows' 6-bit quants are unpacked to unsigned bytes
-// q' = q + 32 (0..63) and transposed (one 32-bit gather per four-element column unit) into the B
+// q' = q + 32 (0..63) and transposed (16 x 16 transposes of four-element units) into the B
 // tiles of the sixteen 16-element groups (quant_dot_amx_groups.h): tile row m of group g holds,
 // for each row n, its elements 16g + 4m .. 16g + 4m + 3. One TDPBSUD per group gives the exact
 // int32 sums of q' x activation of 16 tokens x 16 rows, scaled by the rows' int8 group scales into
@@ -72,18 +72,54 @@ void unpack_row(const uint8_t* blk, uint8_t* out) {
   }
 }
 
+// r[i] = column i of the 16 x 16 matrix of 32-bit units whose rows are r[0 .. 16).
+[[gnu::always_inline]] inline void transpose16x16_epi32(__m512i* r) {
+  __m512i t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
+      t[8 * i + j + 4] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
 // Super-block b of rows w, w + row_bytes, ... (16 of them).
 void unpack_rows_block(const uint8_t* w, size_t row_bytes, size_t b, RowsBlock& p) {
   alignas(64) uint8_t vals[kAmxTileRows][256];
   for (size_t n = 0; n < kAmxTileRows; ++n)
     unpack_row(w + n * row_bytes + b * kBlockBytes, vals[n]);
-  // B: 32-bit unit u = 4g + m of every row (row n's at vals[n] + 4u) into tile row m of group g.
-  const __m512i row_index =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(256));
+    // B: 32-bit unit u = 4g + m of every row (row n's at vals[n] + 4u) into tile row m of group g:
+    // four 16 x 16 transposes of 32-bit units.
 #pragma GCC unroll 4
-  for (size_t u = 0; u < 64; ++u) {
-    _mm512_store_si512(p.b[u / 4][u % 4], _mm512_i32gather_epi32(row_index, vals[0] + 4 * u, 1));
+  for (size_t c = 0; c < 4; ++c) {
+    __m512i r[kAmxTileRows];
+#pragma GCC unroll 16
+    for (size_t n = 0; n < kAmxTileRows; ++n) r[n] = _mm512_load_si512(vals[n] + 64 * c);
+    transpose16x16_epi32(r);
+#pragma GCC unroll 16
+    for (size_t i = 0; i < 16; ++i) {
+      const size_t u = 16 * c + i;
+      _mm512_store_si512(p.b[u / 4][u % 4], r[i]);
+    }
   }
   // Scales: the 32-bit unit at byte 192 + 2p of each row's block holds (scale_2p, scale_2p+1) in
   // its low bytes; d is the high half of the unit at 206 (in bounds: the block ends at 210).
