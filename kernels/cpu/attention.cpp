@@ -34,8 +34,8 @@ void softmax_with_sink(std::span<float> row, float sink) {
   for (float& v : row) v *= inv;
 }
 
-// The inner loops' variant for this CPU (attention_rows.h): AVX2 where it runs, else scalar. The
-// two give the same bits.
+// The inner loops' variant for this CPU (attention_rows.h): AVX-512 where it runs, else AVX2,
+// else scalar. All give the same bits.
 struct RowKernels {
   decltype(&detail::attention_scores_scalar) scores;
   decltype(&detail::attention_accumulate_scalar) accumulate;
@@ -43,10 +43,12 @@ struct RowKernels {
 
 const RowKernels& row_kernels() {
 #ifdef TANDEM_MATMUL_X86
+  const CpuFeatures& f = cpu_features();
   static const RowKernels kernels =
-      cpu_features().avx2
-          ? RowKernels{detail::attention_scores_avx2, detail::attention_accumulate_avx2}
-          : RowKernels{detail::attention_scores_scalar, detail::attention_accumulate_scalar};
+      f.avx512f && f.avx2
+          ? RowKernels{detail::attention_scores_avx512, detail::attention_accumulate_avx512}
+      : f.avx2 ? RowKernels{detail::attention_scores_avx2, detail::attention_accumulate_avx2}
+               : RowKernels{detail::attention_scores_scalar, detail::attention_accumulate_scalar};
 #else
   static const RowKernels kernels{detail::attention_scores_scalar,
                                   detail::attention_accumulate_scalar};

@@ -16,6 +16,8 @@ void attention_scores_scalar(const float* q, size_t n_heads, const float* k, siz
                              size_t n_rows, size_t dim, float scale, float* scores, size_t stride);
 void attention_scores_avx2(const float* q, size_t n_heads, const float* k, size_t k_stride,
                            size_t n_rows, size_t dim, float scale, float* scores, size_t stride);
+void attention_scores_avx512(const float* q, size_t n_heads, const float* k, size_t k_stride,
+                             size_t n_rows, size_t dim, float scale, float* scores, size_t stride);
 
 // For r = 0 .. n_rows - 1 in order: out[h * vdim + d] += w[h * stride + r] * v[r * v_stride + d]
 // for h < n_heads, d < vdim (one multiply, then one add).
@@ -23,5 +25,7 @@ void attention_accumulate_scalar(const float* w, size_t stride, size_t n_heads, 
                                  size_t v_stride, size_t n_rows, size_t vdim, float* out);
 void attention_accumulate_avx2(const float* w, size_t stride, size_t n_heads, const float* v,
                                size_t v_stride, size_t n_rows, size_t vdim, float* out);
+void attention_accumulate_avx512(const float* w, size_t stride, size_t n_heads, const float* v,
+                                 size_t v_stride, size_t n_rows, size_t vdim, float* out);
 
 }  // namespace tandem::kernels::detail

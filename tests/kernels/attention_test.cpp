@@ -361,12 +361,14 @@ TEST_CASE("MLA-shaped attention: values are the leading value_dim floats of each
 namespace tandem::kernels {
 namespace {
 
-TEST_CASE("attention's AVX2 row kernels give the scalar ones' bits", "[kernels]") {
+TEST_CASE("attention's AVX2 and AVX-512 row kernels give the scalar ones' bits", "[kernels]") {
 #if defined(__x86_64__) || defined(_M_X64)
   if (!cpu_features().avx2) {
     WARN("attention AVX2 row kernels skipped: no AVX2 (the scalar ones run everywhere)");
     return;
   }
+  const bool avx512 = cpu_features().avx512f;
+  if (!avx512) WARN("attention AVX-512 row kernels skipped: no AVX-512 on this CPU");
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (const size_t dim : {1, 7, 8, 16, 37, 64, 576}) {
@@ -386,14 +388,26 @@ TEST_CASE("attention's AVX2 row kernels give the scalar ones' bits", "[kernels]"
         detail::attention_scores_avx2(q.data(), heads, k.data(), row_stride, rows, dim, 0.37f,
                                       s2.data(), stride);
         CHECK(s1 == s2);
-        std::vector<float> o1(heads * dim), o2;
+        if (avx512) {
+          std::vector<float> s3(heads * stride, 0.0f);
+          detail::attention_scores_avx512(q.data(), heads, k.data(), row_stride, rows, dim, 0.37f,
+                                          s3.data(), stride);
+          CHECK(s1 == s3);
+        }
+        std::vector<float> o1(heads * dim), o2, o3;
         for (float& x : o1) x = u(rng);
         o2 = o1;
+        o3 = o1;
         detail::attention_accumulate_scalar(w.data(), stride, heads, k.data(), row_stride, rows,
                                             dim, o1.data());
         detail::attention_accumulate_avx2(w.data(), stride, heads, k.data(), row_stride, rows, dim,
                                           o2.data());
         CHECK(o1 == o2);
+        if (avx512) {
+          detail::attention_accumulate_avx512(w.data(), stride, heads, k.data(), row_stride, rows,
+                                              dim, o3.data());
+          CHECK(o1 == o3);
+        }
       }
     }
   }

@@ -1,0 +1,118 @@
+// AVX-512 (F) variants of attention_rows.h, bit-identical to the scalar ones (and to the AVX2
+// ones): a 512-bit register holds dot_f32's 8 partial sums of two cached rows at once (lanes 0-7
+// the first row, 8-15 the second), each step a separate multiply and add (-ffp-contract=off; no
+// FMA), the tail and the final reduction scalar, in dot_f32's order; the value sums are
+// element-wise, 16 columns per register. As in attention_rows_avx2.cpp, heads x rows (or heads x
+// column blocks) make 8 independent chains per pass.
+// Built with the AVX-512 flags: nothing here is inline or shared with other files.
+#include <immintrin.h>
+
+#include "kernels/cpu/attention_rows.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+struct Vec {
+  using T = __m512;
+  static constexpr size_t kWidth = 16;
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+  static T set1(float f) { return _mm512_set1_ps(f); }
+  static T add(T a, T b) { return _mm512_add_ps(a, b); }
+  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
+};
+
+}  // namespace
+}  // namespace tandem::kernels::detail
+
+#include "kernels/cpu/attention_rows_tiles.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+[[gnu::always_inline]] inline __m256 upper_half(__m512 v) {
+  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+// Heads [0, H) x row pairs [0, P) of one pass: rows k + (2p) k_stride and k + (2p + 1) k_stride,
+// with lone_last the last pair's second row is its first again (a lone last row) and that
+// half's sums are dropped.
+template <size_t H, size_t P>
+void scores_tile(const float* q, const float* k, size_t k_stride, bool lone_last, size_t dim,
+                 float scale, float* scores, size_t stride) {
+  const size_t n8 = dim / 8 * 8;
+  __m512 acc[H][P];
+#pragma GCC unroll 8
+  for (size_t h = 0; h < H; ++h) {
+#pragma GCC unroll 8
+    for (size_t p = 0; p < P; ++p) acc[h][p] = _mm512_setzero_ps();
+  }
+  const float* row[2 * P];
+#pragma GCC unroll 8
+  for (size_t p = 0; p < P; ++p) {
+    row[2 * p] = k + 2 * p * k_stride;
+    row[2 * p + 1] = lone_last && p + 1 == P ? row[2 * p] : row[2 * p] + k_stride;
+  }
+  for (size_t i = 0; i < n8; i += 8) {
+    __m512 kv[P];
+#pragma GCC unroll 8
+    for (size_t p = 0; p < P; ++p) {
+      kv[p] = _mm512_castpd_ps(_mm512_insertf64x4(
+          _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(row[2 * p] + i))),
+          _mm256_castps_pd(_mm256_loadu_ps(row[2 * p + 1] + i)), 1));
+    }
+#pragma GCC unroll 8
+    for (size_t h = 0; h < H; ++h) {
+      const __m512 qv = _mm512_castpd_ps(
+          _mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(q + h * dim + i))));
+#pragma GCC unroll 8
+      for (size_t p = 0; p < P; ++p) acc[h][p] = _mm512_add_ps(acc[h][p], _mm512_mul_ps(qv, kv[p]));
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t h = 0; h < H; ++h) {
+    const float* qh = q + h * dim;
+#pragma GCC unroll 8
+    for (size_t p = 0; p < P; ++p) {
+      scores[h * stride + 2 * p] =
+          scale * finish_dot(_mm512_castps512_ps256(acc[h][p]), qh, row[2 * p], n8, dim);
+      if (!(lone_last && p + 1 == P)) {
+        scores[h * stride + 2 * p + 1] =
+            scale * finish_dot(upper_half(acc[h][p]), qh, row[2 * p + 1], n8, dim);
+      }
+    }
+  }
+}
+
+// Heads [0, H) x all rows, P pairs per pass (then single pairs, then a lone row).
+// (scores_all's blocks).
+struct Scores {
+  template <size_t H, size_t P>
+  static void heads(const float* q, const float* k, size_t k_stride, size_t n_rows, size_t dim,
+                    float scale, float* scores, size_t stride) {
+    size_t r = 0;
+    for (; r + 2 * P <= n_rows; r += 2 * P) {
+      scores_tile<H, P>(q, k + r * k_stride, k_stride, false, dim, scale, scores + r, stride);
+    }
+    for (; r + 2 <= n_rows; r += 2) {
+      scores_tile<H, 1>(q, k + r * k_stride, k_stride, false, dim, scale, scores + r, stride);
+    }
+    if (r < n_rows) {
+      scores_tile<H, 1>(q, k + r * k_stride, k_stride, true, dim, scale, scores + r, stride);
+    }
+  }
+};
+
+}  // namespace
+
+void attention_scores_avx512(const float* q, size_t n_heads, const float* k, size_t k_stride,
+                             size_t n_rows, size_t dim, float scale, float* scores, size_t stride) {
+  scores_all<Scores>(q, n_heads, k, k_stride, n_rows, dim, scale, scores, stride);
+}
+
+void attention_accumulate_avx512(const float* w, size_t stride, size_t n_heads, const float* v,
+                                 size_t v_stride, size_t n_rows, size_t vdim, float* out) {
+  accumulate_all(w, stride, n_heads, v, v_stride, n_rows, vdim, out);
+}
+
+}  // namespace tandem::kernels::detail
