@@ -1,4 +1,4 @@
-// AMX tile plumbing for the kernel files built with -mamx-tile (quant_dot_q4_k_x8_amx.cpp): the
+// AMX tile plumbing for the kernel files built with -mamx-tile (quant_dot_*_amx.cpp): the
 // tile configuration record, the tile loads and stores the compiler may not move memory accesses
 // across, and the per-call configuration state. Everything here has internal linkage.
 //
@@ -29,6 +29,9 @@
 // dst += src1 (signed bytes) x src2 (unsigned bytes, the VNNI "B" order), int32.
 #define TANDEM_TILE_DPBSUD(dst, src1, src2) \
   __asm__ volatile("tdpbsud %%tmm" #src2 ", %%tmm" #src1 ", %%tmm" #dst ::)
+// dst += src1 (signed bytes) x src2 (signed bytes, the VNNI "B" order), int32.
+#define TANDEM_TILE_DPBSSD(dst, src1, src2) \
+  __asm__ volatile("tdpbssd %%tmm" #src2 ", %%tmm" #src1 ", %%tmm" #dst ::)
 
 namespace tandem::kernels::detail {
 namespace {

@@ -134,6 +134,11 @@ void dot_mxfp4_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end
                          const ActivationRows& x, float* y, size_t y_stride);
 void dot_mxfp4_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                        const ActivationRows& x, float* y, size_t y_stride);
+// AMX-INT8 (callable only when matmul_variant_supported(kAmx)): TDPBSSD tiles of 16 tokens x 16
+// rows (two groups) per block, bit-identical to dot_mxfp4_scalar; the rows outside whole group
+// pairs and calls with few tokens run dot_mxfp4_x8_avx2.
+void dot_mxfp4_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
+                      const ActivationRows& x, float* y, size_t y_stride);
 
 // ---- Q4_K x8: per group, the super-blocks in column order, 1152 bytes each (8 rows x 144, the
 // rows' scales unpacked to one 6-bit value per (sub-block j, row i), entry e = 8j + i):

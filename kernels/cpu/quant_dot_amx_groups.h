@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/quant_dot.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -45,19 +46,20 @@ constexpr std::array<TileConfig, kAmxTileTokens> group_tile_configs(size_t w) {
 }
 
 // The call's activation quants as A tiles, packed once per call: for each 16-token tile and
-// super-block (kAmxTileTokens * 256 bytes), group g's 16 rows of W bytes contiguous at 16 W g.
-// (Tiles read straight from the activation rows, one power-of-two row apart, would share a few L1
-// sets.) Returns the packed tiles, in buf.
-const int8_t* pack_token_groups(const ActivationRows& x, size_t w, std::vector<int8_t>& buf) {
-  const size_t blocks = x.cols / kAmxSuper;
+// activation block of `block` elements (256 for Q8_K, 32 for Q8_0; kAmxTileTokens * block bytes),
+// group g's 16 rows of W bytes contiguous at 16 W g. (Tiles read straight from the activation
+// rows, one power-of-two row apart, would share a few L1 sets.) Returns the packed tiles, in buf.
+const int8_t* pack_token_groups(const ActivationRows& x, size_t w, std::vector<int8_t>& buf,
+                                size_t block = kAmxSuper) {
+  const size_t blocks = x.cols / block;
   const size_t tiles = (x.n_tokens + kAmxTileTokens - 1) / kAmxTileTokens;
-  const size_t tile_block = kAmxTileTokens * kAmxSuper;
+  const size_t tile_block = kAmxTileTokens * block;
   if (buf.size() < tiles * blocks * tile_block) buf.resize(tiles * blocks * tile_block);
   for (size_t t = 0; t < x.n_tokens; ++t) {
     for (size_t b = 0; b < blocks; ++b) {
       int8_t* tile = buf.data() + (t / kAmxTileTokens * blocks + b) * tile_block;
-      const int8_t* src = x.qs + t * x.cols + b * kAmxSuper;
-      for (size_t g = 0; g < kAmxSuper / w; ++g) {
+      const int8_t* src = x.qs + t * x.cols + b * block;
+      for (size_t g = 0; g < block / w; ++g) {
         std::memcpy(tile + g * kAmxTileTokens * w + (t % kAmxTileTokens) * w, src + g * w, w);
       }
     }
@@ -65,9 +67,10 @@ const int8_t* pack_token_groups(const ActivationRows& x, size_t w, std::vector<i
   return buf.data();
 }
 
-// The packed A tiles of token tile `tile`, super-block b.
-inline const int8_t* token_tile(const int8_t* packed, size_t blocks, size_t tile, size_t b) {
-  return packed + (tile * blocks + b) * kAmxTileTokens * kAmxSuper;
+// The packed A tiles of token tile `tile`, activation block b.
+inline const int8_t* token_tile(const int8_t* packed, size_t blocks, size_t tile, size_t b,
+                                size_t block = kAmxSuper) {
+  return packed + (tile * blocks + b) * kAmxTileTokens * block;
 }
 
 // Groups 2q and 2q + 1 (A tiles at xq, B tiles b0, b1 of W / 4 rows of 64 bytes) into tiles ca, cb.
@@ -127,6 +130,44 @@ template <int T, size_t W, size_t G>
       drain_pair<T>(c23, sc[2 * q], sc[2 * q + 1], tokens, isum);
     }
   }
+}
+
+// The frame of an AMX kernel on an x8 interleaved layout (InterleavedDotFn, quant_dot.h): the
+// 16-row pairs of whole groups inside [row_begin, row_end) go to the tiles, the rows outside them
+// and calls with fewer than kAmxMinTokens tokens to `fallback` (a SIMD kernel of the same
+// layout). prepare() runs once when the tiles have work; chunk(g0, t0, t1, sum, tiles) fills
+// sum[t - t0][lane] for tokens [t0, t1) (at most kAmxChunkTokens) and the pair whose first group
+// is at g0.
+template <typename Kernel>
+void x8_amx_call(const uint8_t* groups, size_t group_bytes, size_t row_begin, size_t row_end,
+                 const ActivationRows& x, float* y, size_t y_stride, InterleavedDotFn fallback,
+                 Kernel& kernel) {
+  constexpr size_t kGroupRows = 8;
+  const size_t first = (row_begin + kGroupRows - 1) / kGroupRows * kGroupRows;
+  const size_t pairs = first < row_end ? (row_end - first) / kAmxTileRows : 0;
+  if (x.n_tokens < kAmxMinTokens || pairs == 0) {
+    fallback(groups, row_begin, row_end, x, y, y_stride);
+    return;
+  }
+  const size_t pairs_end = first + pairs * kAmxTileRows;
+  if (first > row_begin) fallback(groups, row_begin, first, x, y, y_stride);
+  if (pairs_end < row_end) {
+    fallback(groups, pairs_end, row_end, x, y + (pairs_end - row_begin), y_stride);
+  }
+  kernel.prepare();
+  TileState tiles;
+  alignas(64) float sum[kAmxChunkTokens][kAmxTileRows];
+  for (size_t r = first; r < pairs_end; r += kAmxTileRows) {
+    const uint8_t* g0 = groups + r / kGroupRows * group_bytes;
+    for (size_t t0 = 0; t0 < x.n_tokens; t0 += kAmxChunkTokens) {
+      const size_t t1 = x.n_tokens - t0 < kAmxChunkTokens ? x.n_tokens : t0 + kAmxChunkTokens;
+      kernel.chunk(g0, t0, t1, sum, tiles);
+      for (size_t t = t0; t < t1; ++t) {
+        _mm512_storeu_ps(y + t * y_stride + (r - row_begin), _mm512_load_ps(sum[t - t0]));
+      }
+    }
+  }
+  _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
 }
 
 }  // namespace

@@ -38,7 +38,6 @@
 namespace tandem::kernels::detail {
 namespace {
 
-constexpr size_t kGroupRows = 8;
 constexpr size_t kPairRows = kAmxTileRows;  // two x8 groups
 constexpr size_t kBlockBytes = 1152;        // one super-block of a group (quant_dot.h)
 constexpr size_t kQuantOffset = 128;
@@ -197,36 +196,24 @@ void pair_chunk(const uint8_t* g0, size_t group_bytes, const PackedTokens& x, si
 
 void dot_q4_k_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
                      const ActivationRows& x, float* y, size_t y_stride) {
-  // The 16-row pairs of whole groups inside the range; the VNNI kernel takes the rest.
-  const size_t first = (row_begin + kGroupRows - 1) / kGroupRows * kGroupRows;
-  const size_t pairs = first < row_end ? (row_end - first) / kPairRows : 0;
-  if (x.n_tokens < kAmxMinTokens || pairs == 0) {
-    dot_q4_k_x8_avx512_vnni(groups, row_begin, row_end, x, y, y_stride);
-    return;
-  }
-  const size_t pairs_end = first + pairs * kPairRows;
-  if (first > row_begin) dot_q4_k_x8_avx512_vnni(groups, row_begin, first, x, y, y_stride);
-  if (pairs_end < row_end) {
-    dot_q4_k_x8_avx512_vnni(groups, pairs_end, row_end, x, y + (pairs_end - row_begin), y_stride);
-  }
-  const size_t blocks = x.cols / kAmxSuper;
-  const size_t group_bytes = blocks * kBlockBytes;
-  thread_local std::vector<int8_t> packed_qs;
-  thread_local std::vector<int32_t> packed_pairs;
-  const PackedTokens packed = pack_tokens(x, packed_qs, packed_pairs);
-  TileState tiles;
-  alignas(64) float sum[kAmxChunkTokens][kPairRows];
-  for (size_t r = first; r < pairs_end; r += kPairRows) {
-    const uint8_t* g0 = groups + r / kGroupRows * group_bytes;
-    for (size_t t0 = 0; t0 < x.n_tokens; t0 += kAmxChunkTokens) {
-      const size_t t1 = x.n_tokens - t0 < kAmxChunkTokens ? x.n_tokens : t0 + kAmxChunkTokens;
-      pair_chunk(g0, group_bytes, packed, t0, t1, sum, tiles);
-      for (size_t t = t0; t < t1; ++t) {
-        _mm512_storeu_ps(y + t * y_stride + (r - row_begin), _mm512_load_ps(sum[t - t0]));
-      }
+  struct Kernel {
+    const ActivationRows& x;
+    size_t group_bytes;
+    PackedTokens packed{};
+    void prepare() {
+      thread_local std::vector<int8_t> packed_qs;
+      thread_local std::vector<int32_t> packed_pairs;
+      packed = pack_tokens(x, packed_qs, packed_pairs);
     }
-  }
-  _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
+    void chunk(const uint8_t* g0, size_t t0, size_t t1, float (*sum)[kPairRows],
+               TileState& tiles) const {
+      pair_chunk(g0, group_bytes, packed, t0, t1, sum, tiles);
+    }
+  };
+  const size_t group_bytes = x.cols / kAmxSuper * kBlockBytes;
+  Kernel kernel{x, group_bytes};
+  x8_amx_call(groups, group_bytes, row_begin, row_end, x, y, y_stride, dot_q4_k_x8_avx512_vnni,
+              kernel);
 }
 
 }  // namespace tandem::kernels::detail

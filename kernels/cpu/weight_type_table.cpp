@@ -78,7 +78,7 @@ const std::array kTable = {
                   TANDEM_X86(detail::dot_mxfp4_avx512_vnni)),
         detail::repack_mxfp4_x8, detail::dot_mxfp4_x8_scalar, TANDEM_X86(detail::dot_mxfp4_x8_avx2),
         TANDEM_X86(detail::dot_mxfp4_x8_avx2), TANDEM_X86(detail::dot_mxfp4_x8_avx2),
-        TANDEM_X86(detail::dot_mxfp4_x8_avx2)),
+        TANDEM_X86(detail::dot_mxfp4_x8_amx)),
     float_only(TensorType::kQ2_K, dequantize_q2_k),
     float_only(TensorType::kQ3_K, dequantize_q3_k),
     with_interleaved(

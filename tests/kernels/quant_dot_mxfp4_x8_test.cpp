@@ -110,6 +110,8 @@ TEST_CASE("MXFP4 x8 repack puts every byte where the layout says", "[kernels]") 
 TEST_CASE("MXFP4 x8 dot products are bit-identical to the plain scalar reference", "[kernels]") {
   const bool avx2 = have_avx2();
   if (!avx2) WARN("MXFP4 x8 AVX2 dot products skipped: no AVX2 (the scalar x8 kernel runs)");
+  const bool amx = matmul_variant_supported(MatmulVariant::kAmx);
+  if (!amx) WARN("MXFP4 x8 AMX dot products skipped: this CPU cannot run them");
   std::mt19937 rng(29);
   const size_t kRows[] = {8, 16, 1, 7, 9, 24, 33, 64, 15, 40};
   size_t cases = 0;
@@ -148,6 +150,12 @@ TEST_CASE("MXFP4 x8 dot products are bit-identical to the plain scalar reference
       const Comparison c = compare(want, simd, n_tokens, y_stride, r1 - r0);
       CHECK(c.mismatches == 0);
       CHECK(c.touched == 0);
+      if (!amx) continue;
+      std::vector<float> tiles(size, nan);
+      detail::dot_mxfp4_x8_amx(g.data(), r0, r1, x, tiles.data(), y_stride);
+      const Comparison ca = compare(want, tiles, n_tokens, y_stride, r1 - r0);
+      CHECK(ca.mismatches == 0);
+      CHECK(ca.touched == 0);
 #endif
     }
   }
@@ -156,16 +164,18 @@ TEST_CASE("MXFP4 x8 dot products are bit-identical to the plain scalar reference
 TEST_CASE("MXFP4 x8 dot products at the extremes of the quants and exponents", "[kernels]") {
   const bool avx2 = have_avx2();
   if (!avx2) WARN("MXFP4 x8 AVX2 dot products skipped: no AVX2 (the scalar x8 kernel runs)");
-  constexpr size_t kBlocks = 5, kCols = kBlocks * kBlock, kRows = 11;
+  constexpr size_t kBlocks = 5, kCols = kBlocks * kBlock, kRows = 17;
   // Codes 7 (+12, the largest biased value 24) and 15 (-12, biased 0) in every element, exponents
   // per block 0, 1, 2, 254, 255, against activation rows of all -128, all +127 and alternating.
   constexpr uint8_t kExponents[kBlocks] = {0, 1, 2, 254, 255};
-  const size_t n_tokens = 3;
+  // The three rows repeated to 18 tokens (so that the AMX kernel's tiles take them) and 17 weight
+  // rows (a whole pair of groups and one more row).
+  const size_t n_tokens = 18;
   std::vector<int8_t> qs(n_tokens * kCols);
-  for (size_t i = 0; i < kCols; ++i) {
-    qs[i] = -128;
-    qs[kCols + i] = 127;
-    qs[2 * kCols + i] = i % 2 == 0 ? -128 : 127;
+  for (size_t t = 0; t < n_tokens; ++t) {
+    for (size_t i = 0; i < kCols; ++i) {
+      qs[t * kCols + i] = t % 3 == 0 ? -128 : t % 3 == 1 ? 127 : (i % 2 == 0 ? -128 : 127);
+    }
   }
   std::vector<float> d(n_tokens * kBlocks, 1.0f);
   d[kBlocks + 1] = 0.5f;
@@ -197,6 +207,10 @@ TEST_CASE("MXFP4 x8 dot products at the extremes of the quants and exponents", "
     std::vector<float> simd(n_tokens * kRows, nan);
     detail::dot_mxfp4_x8_avx2(g.data(), 0, kRows, x, simd.data(), kRows);
     for (size_t i = 0; i < want.size(); ++i) CHECK(bits_of(simd[i]) == bits_of(want[i]));
+    if (!matmul_variant_supported(MatmulVariant::kAmx)) continue;
+    std::vector<float> tiles(n_tokens * kRows, nan);
+    detail::dot_mxfp4_x8_amx(g.data(), 0, kRows, x, tiles.data(), kRows);
+    for (size_t i = 0; i < want.size(); ++i) CHECK(bits_of(tiles[i]) == bits_of(want[i]));
 #endif
   }
 }
