@@ -106,6 +106,10 @@ void dot_q6_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const
 // last whole 16 and calls with few tokens run dot_q6_k_avx512_vnni.
 void dot_q6_k_amx(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                   float* y, size_t y_stride);
+// The same for Q5_K (TDPBSUD per 32-element sub-block, Q4_K's block arithmetic), bit-identical
+// to dot_q5_k_scalar; the rest runs dot_q5_k_avx512_vnni.
+void dot_q5_k_amx(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                  float* y, size_t y_stride);
 
 // ---- Interleaved layouts (WeightLayout::kInterleaved8, weight_matrix.h): the rows in groups of
 // 8, group g (rows 8g .. 8g+7) at groups + g * 8 * row_bytes, a permutation of those rows' bytes;

@@ -73,6 +73,51 @@ inline const int8_t* token_tile(const int8_t* packed, size_t blocks, size_t tile
   return packed + (tile * blocks + b) * kAmxTileTokens * block;
 }
 
+// r[i] = column i of the 16 x 16 matrix of 32-bit units whose rows are r[0 .. 16).
+[[gnu::always_inline]] inline void transpose16x16_epi32(__m512i* r) {
+  __m512i t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
+      t[8 * i + j + 4] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+// 16 rows' 256 unpacked quants each (vals[n]) as B tiles: 32-bit unit u (elements 4u .. 4u+3)
+// of every row, row n's at byte 4n, into the 64 bytes at out + 64 u. For W-element groups that
+// is tile row u % (W / 4) of group u / (W / 4): four 16 x 16 transposes of 32-bit units.
+[[gnu::always_inline]] inline void rows_to_b_tiles(const uint8_t (*vals)[256], uint8_t* out) {
+#pragma GCC unroll 4
+  for (size_t c = 0; c < 4; ++c) {
+    __m512i r[kAmxTileRows];
+#pragma GCC unroll 16
+    for (size_t n = 0; n < kAmxTileRows; ++n) r[n] = _mm512_load_si512(vals[n] + 64 * c);
+    transpose16x16_epi32(r);
+#pragma GCC unroll 16
+    for (size_t i = 0; i < 16; ++i) _mm512_store_si512(out + 64 * (16 * c + i), r[i]);
+  }
+}
+
 // Groups 2q and 2q + 1 (A tiles at xq, B tiles b0, b1 of W / 4 rows of 64 bytes) into tiles ca, cb.
 #define TANDEM_AMX_MULTIPLY_PAIR(ca, cb, xq, b0, b1, w, q)               \
   do {                                                                   \
@@ -164,6 +209,36 @@ void x8_amx_call(const uint8_t* groups, size_t group_bytes, size_t row_begin, si
       kernel.chunk(g0, t0, t1, sum, tiles);
       for (size_t t = t0; t < t1; ++t) {
         _mm512_storeu_ps(y + t * y_stride + (r - row_begin), _mm512_load_ps(sum[t - t0]));
+      }
+    }
+  }
+  _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
+}
+
+// The frame of an AMX kernel on plain rows (QuantDotFn, quant_dot.h): whole blocks of 16 rows go
+// to the tiles, the rows after the last one and calls with fewer than kAmxMinTokens tokens to
+// `fallback` (a SIMD kernel of the same type). prepare() runs once when the tiles have work;
+// chunk(rows, t0, t1, sum, tiles) fills sum[t - t0][lane] for tokens [t0, t1) (at most
+// kAmxChunkTokens) and the 16 rows starting at `rows`.
+template <typename Kernel>
+void rows_amx_call(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride, QuantDotFn fallback, Kernel& kernel) {
+  const size_t whole = rows / kAmxTileRows * kAmxTileRows;
+  if (x.n_tokens < kAmxMinTokens || whole == 0) {
+    fallback(w, row_bytes, rows, x, y, y_stride);
+    return;
+  }
+  if (whole < rows)
+    fallback(w + whole * row_bytes, row_bytes, rows - whole, x, y + whole, y_stride);
+  kernel.prepare();
+  TileState tiles;
+  alignas(64) float sum[kAmxChunkTokens][kAmxTileRows];
+  for (size_t r = 0; r < whole; r += kAmxTileRows) {
+    for (size_t t0 = 0; t0 < x.n_tokens; t0 += kAmxChunkTokens) {
+      const size_t t1 = x.n_tokens - t0 < kAmxChunkTokens ? x.n_tokens : t0 + kAmxChunkTokens;
+      kernel.chunk(w + r * row_bytes, t0, t1, sum, tiles);
+      for (size_t t = t0; t < t1; ++t) {
+        _mm512_storeu_ps(y + t * y_stride + r, _mm512_load_ps(sum[t - t0]));
       }
     }
   }

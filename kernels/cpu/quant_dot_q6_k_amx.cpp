@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/amx_tiles.h"
@@ -72,55 +73,14 @@ void unpack_row(const uint8_t* blk, uint8_t* out) {
   }
 }
 
-// r[i] = column i of the 16 x 16 matrix of 32-bit units whose rows are r[0 .. 16).
-[[gnu::always_inline]] inline void transpose16x16_epi32(__m512i* r) {
-  __m512i t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i) {
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
-      t[8 * i + j + 4] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
-    }
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
-    r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
-  }
-}
-
 // Super-block b of rows w, w + row_bytes, ... (16 of them).
 void unpack_rows_block(const uint8_t* w, size_t row_bytes, size_t b, RowsBlock& p) {
   alignas(64) uint8_t vals[kAmxTileRows][256];
   for (size_t n = 0; n < kAmxTileRows; ++n)
     unpack_row(w + n * row_bytes + b * kBlockBytes, vals[n]);
-    // B: 32-bit unit u = 4g + m of every row (row n's at vals[n] + 4u) into tile row m of group g:
-    // four 16 x 16 transposes of 32-bit units.
-#pragma GCC unroll 4
-  for (size_t c = 0; c < 4; ++c) {
-    __m512i r[kAmxTileRows];
-#pragma GCC unroll 16
-    for (size_t n = 0; n < kAmxTileRows; ++n) r[n] = _mm512_load_si512(vals[n] + 64 * c);
-    transpose16x16_epi32(r);
-#pragma GCC unroll 16
-    for (size_t i = 0; i < 16; ++i) {
-      const size_t u = 16 * c + i;
-      _mm512_store_si512(p.b[u / 4][u % 4], r[i]);
-    }
-  }
+  // B: 32-bit unit u = 4g + m of every row (row n's at vals[n] + 4u) into tile row m of group g:
+  // four 16 x 16 transposes of 32-bit units.
+  rows_to_b_tiles(vals, p.b[0][0]);
   // Scales: the 32-bit unit at byte 192 + 2p of each row's block holds (scale_2p, scale_2p+1) in
   // its low bytes; d is the high half of the unit at 206 (in bounds: the block ends at 210).
   const __m512i block_index =
@@ -199,28 +159,21 @@ void rows_chunk(const uint8_t* w, size_t row_bytes, const int8_t* packed, const 
 
 void dot_q6_k_amx(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                   float* y, size_t y_stride) {
-  const size_t whole = rows / kAmxTileRows * kAmxTileRows;
-  if (x.n_tokens < kAmxMinTokens || whole == 0) {
-    dot_q6_k_avx512_vnni(w, row_bytes, rows, x, y, y_stride);
-    return;
-  }
-  if (whole < rows) {
-    dot_q6_k_avx512_vnni(w + whole * row_bytes, row_bytes, rows - whole, x, y + whole, y_stride);
-  }
-  thread_local std::vector<int8_t> packed_qs;
-  const int8_t* packed = pack_token_groups(x, kGroupBytes, packed_qs);
-  TileState tiles;
-  alignas(64) float sum[kAmxChunkTokens][kAmxTileRows];
-  for (size_t r = 0; r < whole; r += kAmxTileRows) {
-    for (size_t t0 = 0; t0 < x.n_tokens; t0 += kAmxChunkTokens) {
-      const size_t t1 = x.n_tokens - t0 < kAmxChunkTokens ? x.n_tokens : t0 + kAmxChunkTokens;
-      rows_chunk(w + r * row_bytes, row_bytes, packed, x, t0, t1, sum, tiles);
-      for (size_t t = t0; t < t1; ++t) {
-        _mm512_storeu_ps(y + t * y_stride + r, _mm512_load_ps(sum[t - t0]));
-      }
+  struct Kernel {
+    const ActivationRows& x;
+    size_t row_bytes;
+    const int8_t* packed = nullptr;
+    void prepare() {
+      thread_local std::vector<int8_t> packed_qs;
+      packed = pack_token_groups(x, kGroupBytes, packed_qs);
     }
-  }
-  _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
+    void chunk(const uint8_t* rows16, size_t t0, size_t t1, float (*sum)[kAmxTileRows],
+               TileState& tiles) const {
+      rows_chunk(rows16, row_bytes, packed, x, t0, t1, sum, tiles);
+    }
+  };
+  Kernel kernel{x, row_bytes};
+  rows_amx_call(w, row_bytes, rows, x, y, y_stride, dot_q6_k_avx512_vnni, kernel);
 }
 
 }  // namespace tandem::kernels::detail

@@ -89,7 +89,7 @@ const std::array kTable = {
         TANDEM_X86(detail::dot_q4_k_x8_avx512_vnni), TANDEM_X86(detail::dot_q4_k_x8_amx)),
     quantized(TensorType::kQ5_K, dequantize_q5_k, F::kQ8_K, detail::dot_q5_k_scalar,
               TANDEM_X86(detail::dot_q5_k_avx2), TANDEM_X86(detail::dot_q5_k_avx2),
-              TANDEM_X86(detail::dot_q5_k_avx512_vnni)),
+              TANDEM_X86(detail::dot_q5_k_avx512_vnni), TANDEM_X86(detail::dot_q5_k_amx)),
     quantized(TensorType::kQ6_K, dequantize_q6_k, F::kQ8_K, detail::dot_q6_k_scalar,
               TANDEM_X86(detail::dot_q6_k_avx2), TANDEM_X86(detail::dot_q6_k_avx2),
               TANDEM_X86(detail::dot_q6_k_avx512_vnni), TANDEM_X86(detail::dot_q6_k_amx)),
