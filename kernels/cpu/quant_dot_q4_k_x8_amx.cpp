@@ -7,18 +7,9 @@
 // unpacked once to bytes in the AMX "B" order: for sub-block j, tile row m holds, for each of the
 // 16 rows n, its elements 4m .. 4m+3 (the x8 layout already keeps those four quants of eight rows
 // in one 32-byte run, so one sub-block's B tile is eight 64-byte rows, each a masked pair of such
-// runs). The activation quants of 16 tokens are an "A" tile read in place (16 rows of 32 bytes,
-// one activation row apart). One TDPBSUD (signed activations x unsigned quants) gives the exact
-// int32 sub-block sums of 16 tokens x 16 rows; each is scaled by its row's 6-bit scale (vpmulld)
-// into the super-block's isum. The min term, imin = sum_j min_j * (bsums[2j] + bsums[2j + 1]), is
-// four vpmaddwd per token; then, lane-wise and in block order, the reference's
-// ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)) and sum + term as separate
-// instructions. Every integer is exact (|isum| < 2^25, quant_dot_q4_k_x8_tiles.h), so the result
-// has the reference's bits.
-//
-// Tile configurations live in static storage (one per token count of a tile, 1 .. 16): GCC 12
-// drops the stores to a tile configuration built on the stack just before LDTILECFG. Each call
-// loads the configuration it needs and releases the tiles before it returns.
+// runs), beside the rows' scales, mins, d and dmin. The tiles, the tokens' packed A tiles and the
+// block arithmetic are quant_dot_q45_k_amx.h's (shared with Q5_K), the call frame and the tile
+// configurations quant_dot_amx_groups.h's.
 //
 // What AMX does not cover goes to the AVX-512 VNNI x8 kernel: a call with fewer than
 // kAmxMinTokens tokens, and the rows of the range outside whole 16-row pairs of groups.
