@@ -47,42 +47,49 @@ void unpack_row(const uint8_t* blk, uint8_t* out) {
   }
 }
 
-// The 6-bit scale and min of sub-block j from a block's 12 packed bytes s (the GGUF rule).
-inline int plain_scale(const uint8_t* s, int j) {
-  return j < 4 ? s[j] & 63 : (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-}
-inline int plain_min(const uint8_t* s, int j) {
-  return j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-}
-
 // Super-block b of the 16 rows at w (row_bytes apart).
 struct RowsUnpack {
   const uint8_t* w;
   size_t row_bytes;
   void operator()(size_t b, Q45Block& p) const {
     alignas(64) uint8_t vals[kAmxTileRows][256];
-    alignas(64) int32_t sc[kSubBlocks][kAmxTileRows];
-    alignas(64) int32_t mins[4][kAmxTileRows];
-    alignas(32) uint16_t d[kAmxTileRows];
-    alignas(32) uint16_t dmin[kAmxTileRows];
     for (size_t n = 0; n < kAmxTileRows; ++n) {
-      const uint8_t* blk = w + n * row_bytes + b * kBlockBytes;
-      unpack_row(blk, vals[n]);
-      std::memcpy(&d[n], blk, 2);
-      std::memcpy(&dmin[n], blk + 2, 2);
-      for (int j = 0; j < 8; ++j) sc[j][n] = plain_scale(blk + 4, j);
-      for (int c = 0; c < 4; ++c) {
-        mins[c][n] = plain_min(blk + 4, 2 * c) | (plain_min(blk + 4, 2 * c + 1) << 16);
-      }
+      unpack_row(w + n * row_bytes + b * kBlockBytes, vals[n]);
     }
     // B: 32-bit unit u = 8j + m of every row into tile row m of sub-block j.
     rows_to_b_tiles(vals, p.b[0][0]);
-#pragma GCC unroll 8
-    for (size_t j = 0; j < kSubBlocks; ++j) p.sc[j] = _mm512_load_si512(sc[j]);
+    // The 16 rows' d, dmin and 12 scale bytes s[0..12) as 32-bit lanes (lane n: row n), then the
+    // GGUF rule per sub-block j: j < 4: scale = s[j] & 63, min = s[j + 4] & 63; j = 4 + i:
+    // scale = (s[8 + i] & 15) | (s[i] >> 6) << 4, min = (s[8 + i] >> 4) | (s[4 + i] >> 6) << 4.
+    const __m512i index =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int>(row_bytes)));
+    const uint8_t* base = w + b * kBlockBytes;
+    const __m512i dd = _mm512_i32gather_epi32(index, base, 1);
+    const __m512i s0 = _mm512_i32gather_epi32(index, base + 4, 1);
+    const __m512i s1 = _mm512_i32gather_epi32(index, base + 8, 1);
+    const __m512i s2 = _mm512_i32gather_epi32(index, base + 12, 1);
+    const __m512i m63 = _mm512_set1_epi32(63);
+    const __m512i m15 = _mm512_set1_epi32(15);
+    const __m512i m3 = _mm512_set1_epi32(3);
+    __m512i mn[8];
 #pragma GCC unroll 4
-    for (size_t c = 0; c < 4; ++c) p.mins[c] = _mm512_load_si512(mins[c]);
-    p.dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)));
-    p.dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dmin)));
+    for (int i = 0; i < 4; ++i) {
+      p.sc[i] = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * i), m63);
+      mn[i] = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * i), m63);
+      p.sc[4 + i] = _mm512_or_si512(
+          _mm512_and_si512(_mm512_srli_epi32(s2, 8 * i), m15),
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * i + 6), m3), 4));
+      mn[4 + i] = _mm512_or_si512(
+          _mm512_and_si512(_mm512_srli_epi32(s2, 8 * i + 4), m15),
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * i + 6), m3), 4));
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      p.mins[c] = _mm512_or_si512(mn[2 * c], _mm512_slli_epi32(mn[2 * c + 1], 16));
+    }
+    p.dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    p.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
   }
 };
 
