@@ -118,6 +118,23 @@ inline const int8_t* token_tile(const int8_t* packed, size_t blocks, size_t tile
   }
 }
 
+// The byte offsets of 16 rows row_bytes apart (lane n: n * row_bytes), for 32-bit gathers of one
+// field of every row's block.
+[[gnu::always_inline]] inline __m512i row_offsets(size_t row_bytes) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(static_cast<int>(row_bytes)));
+}
+
+// The blocks of 16 plain rows (row n's at blk0 + n * row_bytes) as B tiles at out
+// (rows_to_b_tiles), each row first unpacked by unpack_row(block, 256 bytes of quants).
+template <typename UnpackRow>
+[[gnu::always_inline]] inline void rows_block_to_b_tiles(const uint8_t* blk0, size_t row_bytes,
+                                                         UnpackRow unpack_row, uint8_t* out) {
+  alignas(64) uint8_t vals[kAmxTileRows][256];
+  for (size_t n = 0; n < kAmxTileRows; ++n) unpack_row(blk0 + n * row_bytes, vals[n]);
+  rows_to_b_tiles(vals, out);
+}
+
 // Groups 2q and 2q + 1 (A tiles at xq, B tiles b0, b1 of W / 4 rows of 64 bytes) into tiles ca, cb.
 #define TANDEM_AMX_MULTIPLY_PAIR(ca, cb, xq, b0, b1, w, q)               \
   do {                                                                   \

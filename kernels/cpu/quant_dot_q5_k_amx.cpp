@@ -52,19 +52,13 @@ struct RowsUnpack {
   const uint8_t* w;
   size_t row_bytes;
   void operator()(size_t b, Q45Block& p) const {
-    alignas(64) uint8_t vals[kAmxTileRows][256];
-    for (size_t n = 0; n < kAmxTileRows; ++n) {
-      unpack_row(w + n * row_bytes + b * kBlockBytes, vals[n]);
-    }
+    const uint8_t* base = w + b * kBlockBytes;
     // B: 32-bit unit u = 8j + m of every row into tile row m of sub-block j.
-    rows_to_b_tiles(vals, p.b[0][0]);
+    rows_block_to_b_tiles(base, row_bytes, unpack_row, p.b[0][0]);
     // The 16 rows' d, dmin and 12 scale bytes s[0..12) as 32-bit lanes (lane n: row n), then the
     // GGUF rule per sub-block j: j < 4: scale = s[j] & 63, min = s[j + 4] & 63; j = 4 + i:
     // scale = (s[8 + i] & 15) | (s[i] >> 6) << 4, min = (s[8 + i] >> 4) | (s[4 + i] >> 6) << 4.
-    const __m512i index =
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                           _mm512_set1_epi32(static_cast<int>(row_bytes)));
-    const uint8_t* base = w + b * kBlockBytes;
+    const __m512i index = row_offsets(row_bytes);
     const __m512i dd = _mm512_i32gather_epi32(index, base, 1);
     const __m512i s0 = _mm512_i32gather_epi32(index, base + 4, 1);
     const __m512i s1 = _mm512_i32gather_epi32(index, base + 8, 1);

@@ -75,18 +75,12 @@ void unpack_row(const uint8_t* blk, uint8_t* out) {
 
 // Super-block b of rows w, w + row_bytes, ... (16 of them).
 void unpack_rows_block(const uint8_t* w, size_t row_bytes, size_t b, RowsBlock& p) {
-  alignas(64) uint8_t vals[kAmxTileRows][256];
-  for (size_t n = 0; n < kAmxTileRows; ++n)
-    unpack_row(w + n * row_bytes + b * kBlockBytes, vals[n]);
-  // B: 32-bit unit u = 4g + m of every row (row n's at vals[n] + 4u) into tile row m of group g:
-  // four 16 x 16 transposes of 32-bit units.
-  rows_to_b_tiles(vals, p.b[0][0]);
+  const uint8_t* base = w + b * kBlockBytes;
+  // B: 32-bit unit u = 4g + m of every row into tile row m of group g.
+  rows_block_to_b_tiles(base, row_bytes, unpack_row, p.b[0][0]);
   // Scales: the 32-bit unit at byte 192 + 2p of each row's block holds (scale_2p, scale_2p+1) in
   // its low bytes; d is the high half of the unit at 206 (in bounds: the block ends at 210).
-  const __m512i block_index =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int>(row_bytes)));
-  const uint8_t* base = w + b * kBlockBytes;
+  const __m512i block_index = row_offsets(row_bytes);
 #pragma GCC unroll 8
   for (size_t q = 0; q < kGroups / 2; ++q) {
     const __m512i v = _mm512_i32gather_epi32(block_index, base + 192 + 2 * q, 1);
