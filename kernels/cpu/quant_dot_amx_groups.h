@@ -1,11 +1,12 @@
 // The AMX-INT8 walk shared by the tile kernels (quant_dot_{q4_k_x8,q5_k,q6_k,mxfp4_x8}_amx.cpp):
-// per activation block, G groups of W activation quants (the weight type's scale groups: Q4_K and
-// Q5_K 8 x 32, Q6_K 16 x 16, MXFP4 1 x 32), each one TDPBSUD/TDPBSSD of a 16-token A tile by a
-// 16-row B tile. Here: the tile configurations, the tokens' packed A tiles, the pipelined group
-// loop (int32 sums scaled by the rows' group scales), the transposes that turn unpacked rows into
-// B tiles, and the call frames on the x8 layout and on plain rows. Each kernel file unpacks its
-// own weights and does its own block arithmetic. Built under -mavx512f -mavx512bw -mamx-tile
-// -mamx-int8. Everything has internal linkage.
+// per activation block, G groups of W activation quants (the weight type's scale groups: Q6_K
+// 16 x 16, MXFP4 1 x 32), each one TDPBSUD/TDPBSSD of a 16-token A tile by a 16-row B tile (Q4_K
+// and Q5_K put their scales into the weights and multiply 4 x 64: quant_dot_q45_k_amx.h). Here: the
+// tile configurations, the tokens' packed A tiles, the pipelined group loop (int32 sums scaled by
+// the rows' group scales), the transposes that turn unpacked rows into B tiles, and the call frames
+// on the x8 layout and on plain rows. Each kernel file unpacks its own weights and does its own
+// block arithmetic. Built under -mavx512f -mavx512bw -mamx-tile -mamx-int8. Everything has internal
+// linkage.
 #pragma once
 
 #include <immintrin.h>
