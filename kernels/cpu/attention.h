@@ -56,13 +56,13 @@ struct KvBlocks {
 //            value of kv head g at position p is the first value_dim floats of its row (row layout
 //            as the keys').
 // For each (token, head), over positions p = lo(t) .. t in ascending order:
-//   s_p = scale * dot(q, k_p) in float (dot_f32);
+//   s_p = scale * dot(q, k_p) in float (attention_rows.h's 8-lane fused multiply-add dot);
 //   without sinks: w = kernels::softmax(s) (max-subtracted, float exp, double sum, float
 //     reciprocal), bit for bit;
 //   with sinks, sink = sinks[h] (raw, unscaled): m = max(max_p s_p, sink); e_p = exp(s_p - m) in
 //     float; sum = double sum of e_p in ascending p, then + exp(sink - m) (float exp) last;
 //     w_p = e_p * float(1 / sum);
-//   out = sum_p w_p v_p accumulated in float in ascending p.
+//   out = sum_p w_p v_p in float, one fused multiply-add per p in ascending p.
 // The block size does not change a single bit of the result, and a window >= t + 1 gives exactly
 // full attention. Work per (token, head) is O(min(window, t + 1) * head_dim): nothing before lo(t)
 // is computed or read.

@@ -1,6 +1,6 @@
-// AVX2 variants of attention_rows.h, bit-identical to the scalar ones: 8 float lanes hold
-// dot_f32's 8 partial sums (lane l sums elements l, l + 8, ...), each step a separate multiply and
-// add (-ffp-contract=off; no FMA); the tail and the final reduction are scalar, in dot_f32's order.
+// AVX2 variants of attention_rows.h, bit-identical to the scalar ones: 8 float lanes hold the
+// reference's 8 partial sums (lane l sums elements l, l + 8, ...), each step one fused
+// multiply-add; the tail and the final reduction are scalar, in the reference's order.
 // Speed comes from independent chains: the scores of H heads x R rows (H * R = 8 accumulators) per
 // pass, and the value sums of H heads x D column blocks held in registers over all the rows, so
 // that no add waits on the one before it and no output is stored per row.
@@ -19,8 +19,7 @@ struct Vec {
   static T load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
   static T set1(float f) { return _mm256_set1_ps(f); }
-  static T add(T a, T b) { return _mm256_add_ps(a, b); }
-  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
+  static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
 };
 
 }  // namespace
@@ -50,7 +49,7 @@ void scores_tile(const float* q, const float* k, size_t k_stride, size_t dim, fl
     for (size_t h = 0; h < H; ++h) {
       const __m256 qv = _mm256_loadu_ps(q + h * dim + i);
 #pragma GCC unroll 8
-      for (size_t r = 0; r < R; ++r) acc[h][r] = _mm256_add_ps(acc[h][r], _mm256_mul_ps(qv, kv[r]));
+      for (size_t r = 0; r < R; ++r) acc[h][r] = _mm256_fmadd_ps(qv, kv[r], acc[h][r]);
     }
   }
 #pragma GCC unroll 8

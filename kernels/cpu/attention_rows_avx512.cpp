@@ -1,7 +1,7 @@
 // AVX-512 (F) variants of attention_rows.h, bit-identical to the scalar ones (and to the AVX2
-// ones): a 512-bit register holds dot_f32's 8 partial sums of two cached rows at once (lanes 0-7
-// the first row, 8-15 the second), each step a separate multiply and add (-ffp-contract=off; no
-// FMA), the tail and the final reduction scalar, in dot_f32's order; the value sums are
+// ones): a 512-bit register holds the reference's 8 partial sums of two cached rows at once (lanes
+// 0-7 the first row, 8-15 the second), each step one fused multiply-add, the tail and the final
+// reduction scalar, in the reference's order; the value sums are
 // element-wise, 16 columns per register. As in attention_rows_avx2.cpp, heads x rows (or heads x
 // column blocks) make 8 independent chains per pass.
 // Built with the AVX-512 flags: nothing here is inline or shared with other files.
@@ -18,8 +18,7 @@ struct Vec {
   static T load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
   static T set1(float f) { return _mm512_set1_ps(f); }
-  static T add(T a, T b) { return _mm512_add_ps(a, b); }
-  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
+  static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
 };
 
 }  // namespace
@@ -66,7 +65,7 @@ void scores_tile(const float* q, const float* k, size_t k_stride, bool lone_last
       const __m512 qv = _mm512_castpd_ps(
           _mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(q + h * dim + i))));
 #pragma GCC unroll 8
-      for (size_t p = 0; p < P; ++p) acc[h][p] = _mm512_add_ps(acc[h][p], _mm512_mul_ps(qv, kv[p]));
+      for (size_t p = 0; p < P; ++p) acc[h][p] = _mm512_fmadd_ps(qv, kv[p], acc[h][p]);
     }
   }
 #pragma GCC unroll 8

@@ -5,7 +5,7 @@
 // file includes it under its own -m flags after defining, in tandem::kernels::detail's anonymous
 // namespace, a struct Vec with:
 //   using T (the register type); static constexpr size_t kWidth (floats per register);
-//   static T load(const float*), set1(float), add(T, T), mul(T, T);
+//   static T load(const float*), set1(float), fma(T a, T b, T c) (a * b + c, one rounding);
 //   static void store(float*, T).
 // and, for scores_all, a struct with template <size_t H, size_t P> static void heads(...) of the
 // shape of attention_scores_* for H heads.
@@ -14,6 +14,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstddef>
 
 namespace tandem::kernels::detail {
@@ -21,17 +22,18 @@ namespace {
 
 constexpr size_t kChains = 8;  // independent accumulators per pass
 
-// dot_f32's final reduction of the 8 lanes plus the scalar tail (elements n8 .. dim of a, b).
+// The final reduction of the 8 lanes plus the scalar tail (elements n8 .. dim of a, b), as
+// attention_scores_scalar.
 [[gnu::always_inline]] inline float finish_dot(__m256 acc, const float* a, const float* b,
                                                size_t n8, size_t dim) {
   float lane[8];
   _mm256_storeu_ps(lane, acc);
-  for (size_t i = n8; i < dim; ++i) lane[i % 8] += a[i] * b[i];
+  for (size_t i = n8; i < dim; ++i) lane[i % 8] = std::fma(a[i], b[i], lane[i % 8]);
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
 // Heads [0, H) x column blocks [0, D) (Vec::kWidth floats each) at column d0, over all rows in
-// order: one multiply, then one add per element and row, as the scalar reference.
+// order: one fused multiply-add per element and row, as the scalar reference.
 template <size_t H, size_t D>
 void accumulate_tile(const float* w, size_t stride, const float* v, size_t v_stride, size_t n_rows,
                      size_t vdim, size_t d0, float* out) {
@@ -50,7 +52,7 @@ void accumulate_tile(const float* w, size_t stride, const float* v, size_t v_str
     for (size_t h = 0; h < H; ++h) {
       const typename Vec::T wv = Vec::set1(w[h * stride + r]);
 #pragma GCC unroll 8
-      for (size_t c = 0; c < D; ++c) acc[h][c] = Vec::add(acc[h][c], Vec::mul(wv, vv[c]));
+      for (size_t c = 0; c < D; ++c) acc[h][c] = Vec::fma(wv, vv[c], acc[h][c]);
     }
   }
 #pragma GCC unroll 8
@@ -74,7 +76,7 @@ void accumulate_heads(const float* w, size_t stride, const float* v, size_t v_st
   for (; d < vdim; ++d) {
     for (size_t h = 0; h < H; ++h) {
       float o = out[h * vdim + d];
-      for (size_t r = 0; r < n_rows; ++r) o += w[h * stride + r] * v[r * v_stride + d];
+      for (size_t r = 0; r < n_rows; ++r) o = std::fma(w[h * stride + r], v[r * v_stride + d], o);
       out[h * vdim + d] = o;
     }
   }
