@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "base/check.h"
@@ -17,21 +18,6 @@ namespace {
 // The first position the query at position t sees (attention.h's lo(t)).
 size_t window_start(size_t t, size_t window) {
   return window == 0 || t < window ? 0 : t + 1 - window;
-}
-
-// kernels::softmax with one extra logit (the sink) in the denominator, added to the double sum
-// after the row; the sink itself gets no output weight.
-void softmax_with_sink(std::span<float> row, float sink) {
-  float max = sink;
-  for (const float v : row) max = std::fmax(max, v);
-  double sum = 0.0;
-  for (float& v : row) {
-    v = std::exp(v - max);
-    sum += v;
-  }
-  sum += std::exp(sink - max);
-  const float inv = static_cast<float>(1.0 / sum);
-  for (float& v : row) v *= inv;
 }
 
 // The inner loops' variant for this CPU (attention_rows.h): AVX-512 where it runs, else AVX2,
@@ -151,11 +137,8 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
       }
       for (size_t hh = 0; hh < nh; ++hh) {
         const std::span<float> row(scores.data() + hh * cap, n_keys);
-        if (config.sinks.empty()) {
-          softmax(row);
-        } else {
-          softmax_with_sink(row, config.sinks[g0 + hh]);
-        }
+        softmax(row,
+                config.sinks.empty() ? std::nullopt : std::optional<float>(config.sinks[g0 + hh]));
         float* oh = out.data() + (i * n_heads + g0 + hh) * vdim;
         std::fill(oh, oh + vdim, 0.0f);
       }

@@ -2,22 +2,29 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 
 namespace tandem::kernels {
 
-// Every function here is a pure scalar reference on caller-owned buffers: any thread, no shared
-// state. Output spans must have the input's size (TANDEM_CHECK); unless stated otherwise, an
-// output may be the same buffer as an input (in place) but must not partly overlap it.
+// Every function here works on caller-owned buffers: any thread, no shared state. Output spans must
+// have the input's size (TANDEM_CHECK); unless stated otherwise, an output may be the same buffer
+// as an input (in place) but must not partly overlap it.
 
 // Dot product of n floats with 8 independent partial sums combined pairwise at the end.
 // Error bound <= n * 2^-24 * sum |a_i * b_i|.
 float dot_f32(const float* a, const float* b, size_t n);
 
-// Stable softmax of one row, in place: subtracts the row max, exponentiates in float, sums in
-// double, multiplies by the float reciprocal of the sum. A row whose entries are all -inf yields
-// NaN (as torch does); the row must not be empty.
-void softmax(std::span<float> row);
+// softmax, sigmoid and silu_mul use exp_rows.h's exp (< 1 ulp, not glibc's) and run its AVX2 or
+// AVX-512 variant where the CPU has it and the matmul variant (matmul_dispatch.h) is not the scalar
+// reference; every variant gives the same bits.
+
+// Stable softmax of one row, in place: subtracts the max of the row (and of the sink, when there
+// is one), exponentiates in float, sums in double (exp_rows.h's fixed order), multiplies by the
+// float reciprocal of the sum. With a sink, that extra logit joins the max and the denominator but
+// gets no output weight (attention sinks). A row whose entries are all -inf, without a sink,
+// yields NaN (as torch does); the row must not be empty.
+void softmax(std::span<float> row, std::optional<float> sink = std::nullopt);
 
 // out = 1 / (1 + exp(-x)), element-wise.
 void sigmoid(std::span<const float> x, std::span<float> out);

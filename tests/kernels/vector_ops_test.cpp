@@ -16,7 +16,7 @@ namespace {
 
 using testing::KernelFixture;
 
-// sigmoid/silu are a handful of float roundings on top of glibc's < 1 ulp exp: within
+// sigmoid/silu are a handful of float roundings on top of exp_rows.h's < 1 ulp exp: within
 // 8 * 2^-24 ~ 5e-7 relative; 1e-6 relative is the bound checked. softmax also rounds x - max,
 // an absolute error of |x - max| * 2^-24 that exp turns into as much relative error: its
 // tolerance adds that term (for the row here |x - max| reaches ~25).
