@@ -62,11 +62,21 @@ void dot_mxfp4_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Act
 // float(imin), evaluated left to right: ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)).
 // Q6_K: isum = sum_j scales_j * (sum over 16-element group j of q * xq), q in -32..31;
 // sum += (dw * dx) * float(isum).
+// Q2_K (16-element groups j, 4-bit scale_j and min_j, q in 0..3): isum = sum_j scale_j * (sum
+// over group j of q * xq), imin = sum_j min_j * bsums[j]; sum += ((dw * dx) * float(isum)) -
+// ((dmin * dx) * float(imin)), as Q4_K.
+// Q3_K (16-element groups j, 6-bit scale_j, q in -4..3 = the 2 low bits minus 4 unless the hmask
+// bit is set): isum = sum_j (scale_j - 32) * (sum over group j of q * xq); sum += (dw * dx) *
+// float(isum), as Q6_K.
 void dot_q4_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride);
 void dot_q5_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride);
 void dot_q6_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+void dot_q2_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+void dot_q3_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride);
 
 // AVX2 (+FMA +F16C) variants; callable only when cpu_features() reports them.

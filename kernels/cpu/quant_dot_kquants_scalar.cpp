@@ -1,4 +1,4 @@
-// Scalar reference dot products of K-quant weights (Q4_K, Q5_K, Q6_K) with Q8_K activations.
+// Scalar reference dot products of K-quant weights (Q2_K ... Q6_K) with Q8_K activations.
 //
 // They implement quant_dot.h's reference semantics literally: per 256-element super-block an
 // exact int32 integer part, then the float combine in the order written there, accumulated in
@@ -16,6 +16,8 @@ namespace tandem::kernels::detail {
 namespace {
 
 constexpr size_t kSuper = 256;          // elements per super-block
+constexpr size_t kQ2KBlockBytes = 84;   // scales[16], qs[64], f16 d, f16 dmin
+constexpr size_t kQ3KBlockBytes = 110;  // hmask[32], qs[64], scales[12], f16 d
 constexpr size_t kQ4KBlockBytes = 144;  // f16 d, f16 dmin, scales[12], qs[128]
 constexpr size_t kQ5KBlockBytes = 176;  // f16 d, f16 dmin, scales[12], qh[32], qs[128]
 constexpr size_t kQ6KBlockBytes = 210;  // ql[128], qh[64], int8 scales[16], f16 d
@@ -153,6 +155,67 @@ float dot_q6_k_row(const uint8_t* row, const ActivationRows& x, size_t t) {
   return sum;
 }
 
+// The 2-bit quant of element e of a Q2_K / Q3_K super-block (e = 128h + 32s + l, l < 32): bits
+// 2s, 2s + 1 of qs[32h + l].
+int low_2_bits(const uint8_t* qs, int e) {
+  return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+}
+
+float dot_q2_k_row(const uint8_t* row, const ActivationRows& x, size_t t) {
+  const size_t blocks = x.cols / kSuper;
+  float sum = 0.0f;
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = row + b * kQ2KBlockBytes;
+    const uint8_t* scales = blk;  // group g: scale in the low nibble, min in the high one
+    const uint8_t* qs = blk + 16;
+    const float dw = fp16_to_fp32(load_le16(blk + 80));
+    const float dmin = fp16_to_fp32(load_le16(blk + 82));
+    const ActivationBlock a = activation_block(x, t, b);
+    int32_t isum = 0;
+    int32_t imin = 0;
+    for (int g = 0; g < 16; ++g) {  // 16-element group g: elements 16 * g + i
+      int32_t sub = 0;
+      for (int i = 0; i < 16; ++i) sub += low_2_bits(qs, 16 * g + i) * a.qs[16 * g + i];
+      isum += (scales[g] & 0x0f) * sub;
+      imin += (scales[g] >> 4) * a.bsums[g];
+    }
+    sum += ((dw * a.d) * static_cast<float>(isum)) - ((dmin * a.d) * static_cast<float>(imin));
+  }
+  return sum;
+}
+
+// Group g's 6-bit Q3_K scale (before the -32) from the 12 packed bytes: the low nibble of
+// packed[g % 8] at bit 4 * (g / 8), the top 2 bits from packed[8 + g % 4] at bit 2 * (g / 4).
+int q3_k_scale(const uint8_t* packed, int g) {
+  const int low = (packed[g % 8] >> (4 * (g / 8))) & 0x0f;
+  const int high = (packed[8 + g % 4] >> (2 * (g / 4))) & 3;
+  return low | (high << 4);
+}
+
+float dot_q3_k_row(const uint8_t* row, const ActivationRows& x, size_t t) {
+  const size_t blocks = x.cols / kSuper;
+  float sum = 0.0f;
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = row + b * kQ3KBlockBytes;
+    const uint8_t* hmask = blk;
+    const uint8_t* qs = blk + 32;
+    const float dw = fp16_to_fp32(load_le16(blk + 108));
+    const ActivationBlock a = activation_block(x, t, b);
+    int32_t isum = 0;
+    for (int g = 0; g < 16; ++g) {
+      int32_t sub = 0;
+      for (int i = 0; i < 16; ++i) {
+        const int e = 16 * g + i;
+        const int high_set = (hmask[e % 32] >> (e / 32)) & 1;
+        sub += (low_2_bits(qs, e) - (high_set ? 0 : 4)) * a.qs[e];
+      }
+      isum += (q3_k_scale(blk + 96, g) - 32) * sub;
+    }
+    sum += (dw * a.d) * static_cast<float>(isum);
+  }
+  return sum;
+}
+
 }  // namespace
 
 void dot_q4_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
@@ -177,6 +240,20 @@ void dot_q6_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
                      float* y, size_t y_stride) {
   for (size_t t = 0; t < x.n_tokens; ++t) {
     for (size_t r = 0; r < rows; ++r) y[t * y_stride + r] = dot_q6_k_row(w + r * row_bytes, x, t);
+  }
+}
+
+void dot_q2_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride) {
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t r = 0; r < rows; ++r) y[t * y_stride + r] = dot_q2_k_row(w + r * row_bytes, x, t);
+  }
+}
+
+void dot_q3_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride) {
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t r = 0; r < rows; ++r) y[t * y_stride + r] = dot_q3_k_row(w + r * row_bytes, x, t);
   }
 }
 

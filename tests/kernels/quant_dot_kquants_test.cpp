@@ -1,4 +1,4 @@
-// Tests of the K-quant dot products (Q4_K, Q5_K, Q6_K weights x Q8_K activations, quant_dot.h):
+// Tests of the K-quant dot products (Q2_K ... Q6_K weights x Q8_K activations, quant_dot.h):
 // the scalar references against dequantize() in double, the AVX2 and AVX-512 VNNI variants
 // bit-identical to them, and extreme inputs.
 #include <catch2/catch.hpp>
@@ -31,13 +31,16 @@ using testing::put_fp16;
 constexpr size_t kSuper = 256;
 constexpr double kUnit = 1.0 / 16777216.0;  // 2^-24, the float unit roundoff
 
-// One K-quant weight type: its block size, where its fp16 scales sit in a block, its kernels.
+// One K-quant weight type: its block size, where its fp16 scales and its packed group scales sit
+// in a block, its kernels.
 struct KQuant {
   const char* name;
   TensorType type;
   size_t block_bytes;
   size_t d_offset;
-  bool has_dmin;  // an fp16 dmin right after d (Q4_K, Q5_K)
+  bool has_dmin;  // an fp16 dmin right after d (Q2_K, Q4_K, Q5_K)
+  size_t scales_offset;
+  size_t scales_bytes;
   detail::QuantDotFn scalar;
   detail::QuantDotFn avx2;           // null where this build has no x86 kernels
   detail::QuantDotFn avx512_vnni;    // null where this build has no x86 kernels
@@ -51,12 +54,15 @@ struct KQuant {
 #endif
 
 const KQuant kTypes[] = {
-    {"q4_K", TensorType::kQ4_K, 144, 0, true, &detail::dot_q4_k_scalar,
+    {"q2_K", TensorType::kQ2_K, 84, 80, true, 0, 16, &detail::dot_q2_k_scalar, nullptr, nullptr},
+    {"q3_K", TensorType::kQ3_K, 110, 108, false, 96, 12, &detail::dot_q3_k_scalar, nullptr,
+     nullptr},
+    {"q4_K", TensorType::kQ4_K, 144, 0, true, 4, 12, &detail::dot_q4_k_scalar,
      TANDEM_KQ_AVX2(dot_q4_k_avx2), TANDEM_KQ_AVX2(dot_q4_k_avx512_vnni)},
-    {"q5_K", TensorType::kQ5_K, 176, 0, true, &detail::dot_q5_k_scalar,
+    {"q5_K", TensorType::kQ5_K, 176, 0, true, 4, 12, &detail::dot_q5_k_scalar,
      TANDEM_KQ_AVX2(dot_q5_k_avx2), TANDEM_KQ_AVX2(dot_q5_k_avx512_vnni),
      TANDEM_KQ_AVX2(dot_q5_k_amx)},
-    {"q6_K", TensorType::kQ6_K, 210, 208, false, &detail::dot_q6_k_scalar,
+    {"q6_K", TensorType::kQ6_K, 210, 208, false, 192, 16, &detail::dot_q6_k_scalar,
      TANDEM_KQ_AVX2(dot_q6_k_avx2), TANDEM_KQ_AVX2(dot_q6_k_avx512_vnni),
      TANDEM_KQ_AVX2(dot_q6_k_amx)},
 };
@@ -197,10 +203,10 @@ TEST_CASE("k-quant AVX2 and AVX-512 VNNI dot products are bit-identical to the s
   std::mt19937 rng(7);
   size_t case_index = 0;
   for (const KQuant& k : kTypes) {
-    REQUIRE(k.avx2 != nullptr);
-    for (const size_t rows : {1u, 7u, 8u, 9u, 16u, 33u}) {
+    if (k.avx2 == nullptr) continue;
+    for (const size_t rows : {1u, 7u, 8u, 9u, 15u, 16u, 17u, 33u}) {
       for (const size_t cols : {256u, 512u, 2048u}) {
-        for (const size_t n_tokens : {1u, 2u, 3u, 4u, 5u, 8u, 17u}) {
+        for (size_t n_tokens = 1; n_tokens <= 17; ++n_tokens) {
           ++case_index;
           const size_t misalign = 1 + case_index % 3;
           const size_t packed_bytes = cols / kSuper * k.block_bytes;
@@ -300,22 +306,21 @@ TEST_CASE("k-quant dot products at extreme inputs", "[kernels]") {
   REQUIRE(a.qs[3 * kCols + 1] == 127);
 
   for (const KQuant& k : kTypes) {
-    // Every quant byte, scale and min at one fill pattern (0xff: largest quants and 6-bit scales
-    // and mins; for Q6_K also 0x00 = quant -32 with scale -128, the largest |q * scale|).
+    // Every quant byte, scale and min at one fill pattern (0xff: largest quants, scales and
+    // mins; for Q6_K also 0x00 = quant -32 with scale -128, the largest |q * scale|; for Q3_K
+    // 0x00 = quant -4 with scale -32, the largest).
     for (const uint8_t quant_fill : {uint8_t{0xff}, uint8_t{0x00}}) {
-      for (const uint8_t scale_fill : {uint8_t{0xff}, uint8_t{0x80}, uint8_t{0x7f}}) {
+      for (const uint8_t scale_fill :
+           {uint8_t{0xff}, uint8_t{0x80}, uint8_t{0x7f}, uint8_t{0x00}}) {
         // 17 rows: a whole 16 (the AMX tiles) and one more.
         const size_t rows = 17;
         std::vector<uint8_t> w(rows * (kCols / kSuper) * k.block_bytes, quant_fill);
         for (size_t r = 0; r < rows; ++r) {
           for (size_t b = 0; b < kCols / kSuper; ++b) {
             uint8_t* blk = w.data() + (r * (kCols / kSuper) + b) * k.block_bytes;
-            // The scale bytes: 12 packed 6-bit pairs (Q4_K/Q5_K) or 16 int8 (Q6_K).
-            if (k.has_dmin) {
-              std::memset(blk + 4, scale_fill, 12);
-            } else {
-              std::memset(blk + 192, scale_fill, 16);
-            }
+            // The group scale bytes: 16 nibble pairs (Q2_K), 12 packed 6-bit values (Q3_K) or
+            // pairs (Q4_K/Q5_K), or 16 int8 (Q6_K).
+            std::memset(blk + k.scales_offset, scale_fill, k.scales_bytes);
             put_fp16(blk + k.d_offset, r % 2 == 0 ? 0.01f : 0.0037f);
             if (k.has_dmin) put_fp16(blk + k.d_offset + 2, r % 2 == 0 ? 0.01f : 0.0021f);
           }
