@@ -94,6 +94,10 @@ void dot_q5_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const Activa
                    float* y, size_t y_stride);
 void dot_q6_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride);
+void dot_q2_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride);
+void dot_q3_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride);
 
 // AVX-512 VNNI (+ F/BW/VL) variant; callable only when cpu_features() reports them.
 void dot_q8_0_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,

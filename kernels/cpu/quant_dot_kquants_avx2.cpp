@@ -1,6 +1,6 @@
 // The AVX2 K-quant dot kernels of the weight-type table (built with -mavx2 -mfma -mf16c
 // -ffp-contract=off; called only when cpu_features() reports them): quant_dot_kquants_tiles.h's
-// templates with the scaled pair sums as madd + add.
+// and quant_dot_q2_q3_k_tiles.h's templates with the scaled pair sums as madd + add.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -19,6 +19,7 @@ namespace {
 }  // namespace tandem::kernels::detail
 
 #include "kernels/cpu/quant_dot_kquants_tiles.h"
+#include "kernels/cpu/quant_dot_q2_q3_k_tiles.h"
 
 namespace tandem::kernels::detail {
 
@@ -35,6 +36,16 @@ void dot_q5_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const Activa
 void dot_q6_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
   dot_rows<Q6KTiles>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_q2_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride) {
+  dot_rows<Q2KTiles>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_q3_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride) {
+  dot_rows<Q3KTiles>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail
