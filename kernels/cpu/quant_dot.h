@@ -114,6 +114,10 @@ void dot_q5_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const
                           float* y, size_t y_stride);
 void dot_q6_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride);
+void dot_q2_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride);
+void dot_q3_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride);
 
 // AMX-INT8 (+ AVX-512 VNNI; callable only when matmul_variant_supported(kAmx)): TDPBSUD tiles of
 // 16 tokens x 16 rows per 16-element group, bit-identical to dot_q6_k_scalar; the rows after the

@@ -81,10 +81,10 @@ const std::array kTable = {
         TANDEM_X86(detail::dot_mxfp4_x8_amx)),
     quantized(TensorType::kQ2_K, dequantize_q2_k, F::kQ8_K, detail::dot_q2_k_scalar,
               TANDEM_X86(detail::dot_q2_k_avx2), TANDEM_X86(detail::dot_q2_k_avx2),
-              TANDEM_X86(detail::dot_q2_k_avx2)),
+              TANDEM_X86(detail::dot_q2_k_avx512_vnni)),
     quantized(TensorType::kQ3_K, dequantize_q3_k, F::kQ8_K, detail::dot_q3_k_scalar,
               TANDEM_X86(detail::dot_q3_k_avx2), TANDEM_X86(detail::dot_q3_k_avx2),
-              TANDEM_X86(detail::dot_q3_k_avx2)),
+              TANDEM_X86(detail::dot_q3_k_avx512_vnni)),
     with_interleaved(
         quantized(TensorType::kQ4_K, dequantize_q4_k, F::kQ8_K, detail::dot_q4_k_scalar,
                   TANDEM_X86(detail::dot_q4_k_avx2), TANDEM_X86(detail::dot_q4_k_avx2),

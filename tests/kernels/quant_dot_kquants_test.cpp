@@ -55,9 +55,9 @@ struct KQuant {
 
 const KQuant kTypes[] = {
     {"q2_K", TensorType::kQ2_K, 84, 80, true, 0, 16, &detail::dot_q2_k_scalar,
-     TANDEM_KQ_AVX2(dot_q2_k_avx2), nullptr},
+     TANDEM_KQ_AVX2(dot_q2_k_avx2), TANDEM_KQ_AVX2(dot_q2_k_avx512_vnni)},
     {"q3_K", TensorType::kQ3_K, 110, 108, false, 96, 12, &detail::dot_q3_k_scalar,
-     TANDEM_KQ_AVX2(dot_q3_k_avx2), nullptr},
+     TANDEM_KQ_AVX2(dot_q3_k_avx2), TANDEM_KQ_AVX2(dot_q3_k_avx512_vnni)},
     {"q4_K", TensorType::kQ4_K, 144, 0, true, 4, 12, &detail::dot_q4_k_scalar,
      TANDEM_KQ_AVX2(dot_q4_k_avx2), TANDEM_KQ_AVX2(dot_q4_k_avx512_vnni)},
     {"q5_K", TensorType::kQ5_K, 176, 0, true, 4, 12, &detail::dot_q5_k_scalar,
