@@ -42,12 +42,12 @@ void dot_q6_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const
 
 void dot_q2_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {
-  dot_rows<Q2KTiles>(w, row_bytes, rows, x, y, y_stride);
+  dot_rows<Q23KTiles<false>>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_q3_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {
-  dot_rows<Q3KTiles>(w, row_bytes, rows, x, y, y_stride);
+  dot_rows<Q23KTiles<true>>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

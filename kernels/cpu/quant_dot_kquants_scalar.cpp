@@ -216,6 +216,15 @@ float dot_q3_k_row(const uint8_t* row, const ActivationRows& x, size_t t) {
   return sum;
 }
 
+// y[t * y_stride + r] = row_dot(weight row r, x, t) for r < rows, t < x.n_tokens.
+template <typename RowDot>
+void dot_each_row(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                  float* y, size_t y_stride, RowDot row_dot) {
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t r = 0; r < rows; ++r) y[t * y_stride + r] = row_dot(w + r * row_bytes, x, t);
+  }
+}
+
 }  // namespace
 
 void dot_q4_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
@@ -238,23 +247,17 @@ void dot_q5_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 
 void dot_q6_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride) {
-  for (size_t t = 0; t < x.n_tokens; ++t) {
-    for (size_t r = 0; r < rows; ++r) y[t * y_stride + r] = dot_q6_k_row(w + r * row_bytes, x, t);
-  }
+  dot_each_row(w, row_bytes, rows, x, y, y_stride, dot_q6_k_row);
 }
 
 void dot_q2_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride) {
-  for (size_t t = 0; t < x.n_tokens; ++t) {
-    for (size_t r = 0; r < rows; ++r) y[t * y_stride + r] = dot_q2_k_row(w + r * row_bytes, x, t);
-  }
+  dot_each_row(w, row_bytes, rows, x, y, y_stride, dot_q2_k_row);
 }
 
 void dot_q3_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride) {
-  for (size_t t = 0; t < x.n_tokens; ++t) {
-    for (size_t r = 0; r < rows; ++r) y[t * y_stride + r] = dot_q3_k_row(w + r * row_bytes, x, t);
-  }
+  dot_each_row(w, row_bytes, rows, x, y, y_stride, dot_q3_k_row);
 }
 
 void repack_q4_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {

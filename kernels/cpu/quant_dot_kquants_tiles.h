@@ -152,6 +152,43 @@ template <int R, int T>
                         static_cast<int64_t>(lane[0] | (lane[1] << 32)));
 }
 
+// Lane i = the fp16 value at byte `offset` of super-block b of lane i's row (row i / T), converted
+// exactly (lanes past R * T: don't care).
+template <int R, int T>
+[[gnu::always_inline]] inline __m128 tile_fp16(const uint8_t* w, size_t row_bytes,
+                                               size_t block_bytes, size_t b, size_t offset) {
+  if constexpr (R * T == 1) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(w + b * block_bytes + offset)));
+  } else {
+    uint64_t bits = 0;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const int r = (i < R * T ? i : R * T - 1) / T;
+      bits |= static_cast<uint64_t>(load_u16(w + r * row_bytes + b * block_bytes + offset))
+              << (16 * i);
+    }
+    return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(bits)));
+  }
+}
+
+// The same for the two fp16 values at `offset` and offset + 2 (a K-quant's d and dmin): lane i of
+// first / second, converted exactly.
+template <int R, int T>
+[[gnu::always_inline]] inline void tile_fp16_pair(const uint8_t* w, size_t row_bytes,
+                                                  size_t block_bytes, size_t b, size_t offset,
+                                                  __m128& first, __m128& second) {
+  if constexpr (R * T == 1) {
+    first =
+        _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(w + b * block_bytes + offset))));
+    second = _mm_movehdup_ps(first);
+  } else {
+    const __m256 f = _mm256_cvtph_ps(tile_words<R, T>(w, row_bytes, block_bytes, b, offset));
+    const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
+    first = _mm_shuffle_ps(lo, hi, 0x88);
+    second = _mm_shuffle_ps(lo, hi, 0xdd);
+  }
+}
+
 // Forces v to be computed here, in a register: without it GCC's expansion (TER) sinks each
 // accumulator's adds to the end of the super-block, keeping every product live and spilling.
 [[gnu::always_inline]] inline void keep_in_register(__m256i& v) {
@@ -280,17 +317,8 @@ void q45_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGr
     }
     const __m128 isum = _mm_cvtepi32_ps(sum_lanes<kLanes>(acc));
     const __m128 imin = _mm_cvtepi32_ps(sum_lanes<kLanes>(min_parts));
-    // fp16 (d, dmin) of each lane's row, converted exactly.
     __m128 dw, dmin;
-    if constexpr (kLanes == 1) {
-      dw = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(w + b * kBlockBytes))));
-      dmin = _mm_movehdup_ps(dw);
-    } else {
-      const __m256 f = _mm256_cvtph_ps(tile_words<R, T>(w, row_bytes, kBlockBytes, b, 0));
-      const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
-      dw = _mm_shuffle_ps(lo, hi, 0x88);
-      dmin = _mm_shuffle_ps(lo, hi, 0xdd);
-    }
+    tile_fp16_pair<R, T>(w, row_bytes, kBlockBytes, b, 0, dw, dmin);
     const __m128 dx = tile_dx<T>(g, b);
     // The reference's ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)); sum += that.
     const __m128 term =
@@ -301,6 +329,30 @@ void q45_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGr
 }
 
 // ---- Q6_K.
+
+// Int16 lane 2S of `scales` in every int16 lane of the lower 128 bits, lane 2S + 1 in the upper:
+// the scales of the two 16-element groups a 32-byte quant vector holds.
+template <int S>
+[[gnu::always_inline]] inline __m256i group_pair_scales(__m256i scales) {
+  const __m256i ctl = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0302 + 0x0404 * S)),
+                                       _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0404 * S)));
+  return _mm256_shuffle_epi8(scales, ctl);
+}
+
+// acc[t] += the exact int32 sums of the products of the unsigned quants q (each below 128) with
+// the 32 activation quants at xq[t] + offset, times the int16 scales s of their pairs.
+template <int T>
+[[gnu::always_inline]] inline void add_scaled_products(__m256i q, __m256i s,
+                                                       const int8_t* const* xq, size_t offset,
+                                                       __m256i* acc) {
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m256i p = _mm256_maddubs_epi16(
+        q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + offset)));
+    acc[t] = kq_madd_add(acc[t], p, s);
+    keep_in_register(acc[t]);
+  }
+}
 
 // 32 elements at 128 * H + 32 * S of a Q6_K super-block (16-element groups 2k and 2k + 1,
 // k = 4H + S): acc[t] += the products of (q + 32) in 0..63 with token t, times the group scales.
@@ -325,17 +377,7 @@ template <int T, int S>
     high = _mm256_srli_epi16(qh, 2);
   }
   const __m256i q = _mm256_or_si256(low, _mm256_and_si256(high, bits45));
-  // Lower half: group 2k's scale (int16 lane 2S of `scales`); upper half: group 2k + 1's.
-  const __m256i ctl = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0302 + 0x0404 * S)),
-                                       _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0404 * S)));
-  const __m256i s = _mm256_shuffle_epi8(scales, ctl);
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    const __m256i p = _mm256_maddubs_epi16(
-        q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + 32 * S)));
-    acc[t] = kq_madd_add(acc[t], p, s);
-    keep_in_register(acc[t]);
-  }
+  add_scaled_products<T>(q, group_pair_scales<S>(scales), xq, 32 * S, acc);
 }
 
 template <int T, int H>
@@ -387,20 +429,7 @@ void q6_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGro
       }
     }
     const __m128 isum = _mm_cvtepi32_ps(sum_lanes<kLanes>(acc));
-    // fp16 d of each lane's row, converted exactly.
-    __m128 dw;
-    if constexpr (kLanes == 1) {
-      dw = _mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(w + b * kQ6KBlockBytes + 208)));
-    } else {
-      uint64_t bits = 0;
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        const int r = (i < kLanes ? i : kLanes - 1) / T;
-        bits |= static_cast<uint64_t>(load_u16(w + r * row_bytes + b * kQ6KBlockBytes + 208))
-                << (16 * i);
-      }
-      dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(bits)));
-    }
+    const __m128 dw = tile_fp16<R, T>(w, row_bytes, kQ6KBlockBytes, b, 208);
     // The reference's (dw * dx) * float(isum); sum += that.
     sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(dw, tile_dx<T>(g, b)), isum));
   }

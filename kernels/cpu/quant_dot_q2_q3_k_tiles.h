@@ -66,17 +66,7 @@ template <int T, bool kQ3, int H, int S>
     }
     q = _mm256_or_si256(q, _mm256_and_si256(high, _mm256_set1_epi8(4)));
   }
-  // Lower half: group 2k's scale (int16 lane 2S of `scales`); upper half: group 2k + 1's.
-  const __m256i ctl = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0302 + 0x0404 * S)),
-                                       _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0404 * S)));
-  const __m256i s = _mm256_shuffle_epi8(scales, ctl);
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    const __m256i p = _mm256_maddubs_epi16(
-        q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + 128 * H + 32 * S)));
-    acc[t] = kq_madd_add(acc[t], p, s);
-    keep_in_register(acc[t]);
-  }
+  add_scaled_products<T>(q, group_pair_scales<S>(scales), xq, 128 * H + 32 * S, acc);
 }
 
 template <int T, bool kQ3, int H>
@@ -143,24 +133,14 @@ void q23_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGr
     const __m128 isum = _mm_cvtepi32_ps(sum_lanes<kLanes>(acc));
     const __m128 dx = tile_dx<T>(g, b);
     if constexpr (kQ3) {
-      // fp16 d of each lane's row, converted exactly; sum += (dw * dx) * float(isum).
-      uint64_t bits = 0;
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        const int r = (i < kLanes ? i : kLanes - 1) / T;
-        bits |= static_cast<uint64_t>(load_u16(w + r * row_bytes + b * kBlockBytes + 108))
-                << (16 * i);
-      }
-      const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(bits)));
+      // The reference's (dw * dx) * float(isum); sum += that.
+      const __m128 dw = tile_fp16<R, T>(w, row_bytes, kBlockBytes, b, 108);
       sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(dw, dx), isum));
     } else {
+      // The reference's ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)); sum += that.
       const __m128 imin = _mm_cvtepi32_ps(sum_lanes<kLanes>(min_parts));
-      // fp16 (d, dmin) of each lane's row, converted exactly; sum += ((dw * dx) * float(isum)) -
-      // ((dmin * dx) * float(imin)).
-      const __m256 f = _mm256_cvtph_ps(tile_words<R, T>(w, row_bytes, kBlockBytes, b, 80));
-      const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
-      const __m128 dw = _mm_shuffle_ps(lo, hi, 0x88);
-      const __m128 dmin = _mm_shuffle_ps(lo, hi, 0xdd);
+      __m128 dw, dmin;
+      tile_fp16_pair<R, T>(w, row_bytes, kBlockBytes, b, 80, dw, dmin);
       const __m128 term =
           _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(dw, dx), isum), _mm_mul_ps(_mm_mul_ps(dmin, dx), imin));
       sum = _mm_add_ps(sum, term);
@@ -169,21 +149,14 @@ void q23_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGr
   _mm_storeu_ps(out, sum);
 }
 
-struct Q2KTiles {
-  static constexpr size_t kBlockBytes = kQ2KBlockBytes;
+// The tile kernels of Q2_K (kQ3 false) or Q3_K, as dot_rows takes them.
+template <bool kQ3>
+struct Q23KTiles {
+  static constexpr size_t kBlockBytes = kQ3 ? kQ3KBlockBytes : kQ2KBlockBytes;
   template <int R, int T>
   static void tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
                    size_t prefetch, float* out) {
-    q23_k_tile<R, T, false>(w, row_bytes, blocks, g, prefetch, out);
-  }
-};
-
-struct Q3KTiles {
-  static constexpr size_t kBlockBytes = kQ3KBlockBytes;
-  template <int R, int T>
-  static void tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
-                   size_t prefetch, float* out) {
-    q23_k_tile<R, T, true>(w, row_bytes, blocks, g, prefetch, out);
+    q23_k_tile<R, T, kQ3>(w, row_bytes, blocks, g, prefetch, out);
   }
 };
 
