@@ -1,5 +1,5 @@
-// Test helper: the bytes of a random weight matrix in F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q4_K,
-// Q5_K or Q6_K.
+// Test helper: the bytes of a random weight matrix in F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q2_K,
+// Q3_K, Q4_K, Q5_K or Q6_K.
 #pragma once
 
 #include <cmath>
@@ -45,6 +45,13 @@ inline std::vector<uint8_t> random_quant_bytes(TensorType type, size_t rows, siz
         break;
       case TensorType::kMXFP4:  // kvalues[q] * 2^(e - 128), |kvalues| <= 12
         block[0] = static_cast<uint8_t>(rng() % 16 == 0 ? rng() % 2 : top - 5 + rng() % 6);
+        break;
+      case TensorType::kQ2_K:  // (d * scale) * q - dmin * min, scale and min < 16, q < 4
+        put_half(block + 80, 1e-3f, 8e-3f);
+        put_half(block + 82, 1e-3f, 2.5e-2f);
+        break;
+      case TensorType::kQ3_K:  // (d * scale) * q, |scale| <= 32, |q| <= 4
+        put_half(block + 108, -3e-3f, 3e-3f);
         break;
       case TensorType::kQ4_K:  // (d * scale) * q - dmin * min, scale and min < 64, q < 16
         put_half(block, 1e-4f, 4e-4f);
