@@ -126,14 +126,14 @@ std::vector<float> dequantized(const KQuant& k, const uint8_t* row, size_t cols)
 // double), dot in double. Also returns the bound on |kernel - reference|, derived as follows.
 //
 // Let S = sum_e |dx * xq_e| * (dw * scale * |q_e| + dmin * min), the sum of the magnitudes of all
-// terms of the exact expansion (for Q6_K, sum_e |dx * xq_e * dw * scale * q_e|). The kernel's
+// terms of the exact expansion (no dmin: sum_e |dx * xq_e * dw * scale * q_e|). The kernel's
 // integer parts are exact; per block it rounds float(isum), dw * dx and their product (error <=
 // 3u of that term's magnitude, u = 2^-24), the same for the min term, then the subtraction (u), so
 // each block's term is within 4u of its block's part of S; the block sum adds (blocks - 1) u S.
 // dequantize() rounds each weight at most 3 times (d * scale, * q, - dmin * min): 3u S; the double
 // dot adds ~cols * 2^-53 S. So |kernel - reference| <= (blocks + 6) u S plus second-order terms;
 // the bound used is (blocks + 8) u S. S itself comes from dequantize() of the row with every dmin
-// negated (d * scale * q + dmin * min, all terms non-negative) or, for Q6_K, of the row as is.
+// negated (d * scale * q + dmin * min, all terms non-negative) or, with no dmin, of the row as is.
 struct Reference {
   double value = 0.0;
   double bound = 0.0;
