@@ -13,8 +13,10 @@
 
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_dispatch.h"
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/weight_matrix.h"
 #include "kernels/cpu/weight_type_table.h"
 #include "kernels/tensor_type.h"
 #include "tests/kernels/quant_dot_test_support.h"
@@ -337,6 +339,54 @@ TEST_CASE("iq4 types have quantized rows in the weight-type table", "[kernels]")
     CHECK(xs->dot[static_cast<size_t>(v)] == &detail::dot_iq4_xs_avx512_vnni);
   }
 #endif
+}
+
+// What a model's weights go through: make_weight_matrix accepts the types (so does the loader's
+// matrix-type check, which asks the same table), the quantized path of matmul gives the active
+// variant's kernel, bit-identical to the scalar one on quantize_activations' rows, and the float
+// path the float product of dequantize()'s weights.
+TEST_CASE("iq4 weight matrices compute through matmul on both paths", "[kernels]") {
+  std::mt19937 rng(7);
+  constexpr size_t kRows = 9, kTokens = 3;
+  for (const Iq4Type* k : kTypes) {
+    const size_t cols = k == &kNl ? 1408 : 2048;  // IQ4_NL: a row that is no multiple of 256
+    const size_t row_bytes = cols / k->block_elements * k->block_bytes;
+    const std::vector<uint8_t> bytes = random_weights(*k, kRows, cols, row_bytes, false, rng);
+    Result<WeightMatrix> w = make_weight_matrix(k->type, bytes, kRows, cols);
+    REQUIRE(w.ok());
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(kTokens * cols);
+    for (float& v : x) v = normal(rng);
+    INFO(k->name);
+    CHECK(matmul_activation_format(k->type, MatmulActivations::kQuantized) == k->format);
+
+    std::vector<float> y(kTokens * kRows);
+    matmul(*w, x, kTokens, y, MatmulActivations::kQuantized);
+    const QuantizedActivations a = testing::quantize(k->format, x, kTokens, cols);
+    std::vector<float> want(kTokens * kRows);
+    k->scalar(bytes.data(), row_bytes, kRows, view_of(a), want.data(), kRows);
+    for (size_t i = 0; i < y.size(); ++i) CHECK(bits_of(y[i]) == bits_of(want[i]));
+
+    std::vector<float> yf(kTokens * kRows);
+    matmul(*w, x, kTokens, yf, MatmulActivations::kFloat);
+    std::vector<float> deq(cols);
+    for (size_t r = 0; r < kRows; ++r) {
+      REQUIRE(dequantize(k->type, std::span<const uint8_t>(bytes).subspan(r * row_bytes, row_bytes),
+                         deq)
+                  .ok());
+      for (size_t t = 0; t < kTokens; ++t) {
+        double exact = 0.0, abs_sum = 0.0;
+        for (size_t c = 0; c < cols; ++c) {
+          const double term = static_cast<double>(deq[c]) * static_cast<double>(x[t * cols + c]);
+          exact += term;
+          abs_sum += std::fabs(term);
+        }
+        // matmul.h's float-path bound: cols * 2^-24 * sum |x w|.
+        CHECK(std::fabs(static_cast<double>(yf[t * kRows + r]) - exact) <=
+              static_cast<double>(cols) * kUnit * abs_sum);
+      }
+    }
+  }
 }
 
 }  // namespace
