@@ -1,9 +1,9 @@
 // The SIMD dot product of IQ4_XS weights with Q8_K activations, bit-identical to dot_iq4_xs_scalar
-// (quant_dot_iq4_xs_scalar.cpp): a tile kernel for quant_dot_kquants_tiles.h's dot_rows walk (its
-// tiles of R rows x T tokens, row chunks and prefetch), instantiated by quant_dot_iq4_xs_avx2.cpp
-// and quant_dot_iq4_xs_avx512_vnni.cpp under their own -m flags. A file includes it after
-// defining kq_madd_add, as for quant_dot_kquants_tiles.h (see there, also for why everything here
-// has internal linkage).
+// (quant_dot_iq4_xs_scalar.cpp): the per-row isums for quant_dot_kquants_tiles.h's d_isum_tile and
+// dot_rows walk (its tiles of R rows x T tokens, row chunks and prefetch), instantiated by
+// quant_dot_iq4_xs_avx2.cpp and quant_dot_iq4_xs_avx512_vnni.cpp under their own -m flags. A file
+// includes it after defining kq_madd_add, as for quant_dot_kquants_tiles.h (see there, also for why
+// everything here has internal linkage).
 //
 // Exactness: per 32-element sub-block j and token, the weights are unpacked to their signed
 // values v = kIq4Values[q] (-127..113, vpshufb) and multiplied as |x| (0..128 as unsigned bytes,
@@ -75,57 +75,35 @@ template <int T, int J>
   }
 }
 
-// R rows x T tokens of IQ4_XS weights: out[i] = the dot product of lane i (row i / T at
-// w + (i / T) * row_bytes, token i % T of g), for i < R * T.
-template <int R, int T>
-void iq4_xs_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
-                 size_t prefetch, float* out) {
-  constexpr int kLanes = R * T;
-  __m128 sum = _mm_setzero_ps();
-  for (size_t b = 0; b < blocks; ++b) {
-    const int8_t* xq[T];
+// IQ4_XS's isum per row and token (d_isum_tile's Rows).
+struct Iq4XsRows {
+  static constexpr size_t kBlockBytes = kIq4XsBlockBytes;
+  static constexpr size_t kDOffset = 0;
+
+  template <int T>
+  [[gnu::always_inline]] static void row_isums(const uint8_t* blk, const int8_t* const* xq,
+                                               const TokenGroup&, size_t, __m256i* acc) {
+    const __m256i scales = iq4_xs_scales(blk);
+    const uint8_t* qs = blk + 8;
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) xq[t] = g.qs[t] + b * kSuper;
-    __m256i acc[kLanes];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = w + r * row_bytes + b * kIq4XsBlockBytes;
-      if (prefetch != 0) prefetch_block<kIq4XsBlockBytes>(blk, prefetch);
-      const __m256i scales = iq4_xs_scales(blk);
-      const uint8_t* qs = blk + 8;
-      __m256i* row_acc = acc + r * T;
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) row_acc[t] = _mm256_setzero_si256();
-      iq4_xs_step<T, 0>(qs, scales, xq, row_acc);
-      iq4_xs_step<T, 1>(qs, scales, xq, row_acc);
-      iq4_xs_step<T, 2>(qs, scales, xq, row_acc);
-      iq4_xs_step<T, 3>(qs, scales, xq, row_acc);
-      iq4_xs_step<T, 4>(qs, scales, xq, row_acc);
-      iq4_xs_step<T, 5>(qs, scales, xq, row_acc);
-      iq4_xs_step<T, 6>(qs, scales, xq, row_acc);
-      iq4_xs_step<T, 7>(qs, scales, xq, row_acc);
-    }
-    const __m128 isum = _mm_cvtepi32_ps(sum_lanes<kLanes>(acc));
-    // fp16 d of each lane's row, converted exactly.
-    uint64_t bits = 0;
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      const int r = (i < kLanes ? i : kLanes - 1) / T;
-      bits |= static_cast<uint64_t>(load_u16(w + r * row_bytes + b * kIq4XsBlockBytes)) << (16 * i);
-    }
-    const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(bits)));
-    // The reference's (dw * dx) * float(isum); sum += that.
-    sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(dw, tile_dx<T>(g, b)), isum));
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+    iq4_xs_step<T, 0>(qs, scales, xq, acc);
+    iq4_xs_step<T, 1>(qs, scales, xq, acc);
+    iq4_xs_step<T, 2>(qs, scales, xq, acc);
+    iq4_xs_step<T, 3>(qs, scales, xq, acc);
+    iq4_xs_step<T, 4>(qs, scales, xq, acc);
+    iq4_xs_step<T, 5>(qs, scales, xq, acc);
+    iq4_xs_step<T, 6>(qs, scales, xq, acc);
+    iq4_xs_step<T, 7>(qs, scales, xq, acc);
   }
-  _mm_storeu_ps(out, sum);
-}
+};
 
 struct Iq4XsTiles {
   static constexpr size_t kBlockBytes = kIq4XsBlockBytes;
   template <int R, int T>
   static void tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
                    size_t prefetch, float* out) {
-    iq4_xs_tile<R, T>(w, row_bytes, blocks, g, prefetch, out);
+    d_isum_tile<Iq4XsRows, R, T>(w, row_bytes, blocks, g, prefetch, out);
   }
 };
 

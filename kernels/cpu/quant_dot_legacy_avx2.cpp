@@ -54,6 +54,13 @@ NibblePair load_nibbles(const uint8_t* qs_a, const uint8_t* qs_b) {
   return {_mm256_and_si256(v, mask), _mm256_and_si256(_mm256_srli_epi16(v, 4), mask)};
 }
 
+// As load_nibbles, each nibble then replaced by its entry of `table` (16 bytes in both 128-bit
+// halves): MXFP4's and IQ4_NL's values.
+NibblePair load_table_values(const uint8_t* qs_a, const uint8_t* qs_b, __m256i table) {
+  const NibblePair q = load_nibbles(qs_a, qs_b);
+  return {_mm256_shuffle_epi8(table, q.lo), _mm256_shuffle_epi8(table, q.hi)};
+}
+
 // Q4_0: block = f16 d, 16 nibble bytes; u = q (0..15) = (q - 8) + 8; scale order dw * dx.
 struct Q4_0 {
   static constexpr size_t kBytes = 18;
@@ -126,8 +133,7 @@ struct Mxfp4 {
     const __m256i biased_values =
         _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
                          12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-    const NibblePair q = load_nibbles(block_a + 1, block_b + 1);
-    return {_mm256_shuffle_epi8(biased_values, q.lo), _mm256_shuffle_epi8(biased_values, q.hi)};
+    return load_table_values(block_a + 1, block_b + 1, biased_values);
   }
 
   // The eight rows' de: e >= 2 is the normal float with biased exponent e - 1; e = 0 and 1 are the
@@ -157,8 +163,7 @@ struct Iq4Nl {
     const __m256i values = _mm256_setr_epi8(
         -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,  //
         -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    const NibblePair q = load_nibbles(block_a + 2, block_b + 2);
-    return {_mm256_shuffle_epi8(values, q.lo), _mm256_shuffle_epi8(values, q.hi)};
+    return load_table_values(block_a + 2, block_b + 2, values);
   }
 
   static __m256 scales(const uint8_t* const p[kGroupRows], size_t off) {

@@ -94,6 +94,18 @@ TileBlock load_nibbles(const uint8_t* const p[kTileRows], size_t off) {
   return t;
 }
 
+// As load_nibbles, each nibble then replaced by its entry of `table` (16 bytes in every 128-bit
+// lane): MXFP4's and IQ4_NL's biased values.
+TileBlock load_table_values(const uint8_t* const p[kTileRows], size_t off, __m512i table) {
+  TileBlock t = load_nibbles(p, off);
+#pragma GCC unroll 4
+  for (int d = 0; d < 4; ++d) {
+    t.lo[d] = _mm512_shuffle_epi8(table, t.lo[d]);
+    t.hi[d] = _mm512_shuffle_epi8(table, t.hi[d]);
+  }
+  return t;
+}
+
 // The tile's 16 fp16 scales at `off` of each row, in row order, converted exactly (vcvtph2ps).
 // The halves are packed with scalar loads and shifts, off the vector ports.
 __m512 fp16_scales(const uint8_t* const p[kTileRows], size_t off) {
@@ -172,13 +184,7 @@ struct Mxfp4 {
     // The doubled E2M1 values plus 12, indexed by the 4-bit code, in every 128-bit lane.
     const __m512i biased_values = _mm512_broadcast_i32x4(
         _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-    TileBlock t = load_nibbles(p, off + 1);
-#pragma GCC unroll 4
-    for (int d = 0; d < 4; ++d) {
-      t.lo[d] = _mm512_shuffle_epi8(biased_values, t.lo[d]);
-      t.hi[d] = _mm512_shuffle_epi8(biased_values, t.hi[d]);
-    }
-    return t;
+    return load_table_values(p, off + 1, biased_values);
   }
 
   // The 16 rows' de: e >= 2 is the normal float with biased exponent e - 1; e = 0 and 1 are the
@@ -213,13 +219,7 @@ struct Iq4Nl {
         1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141),
         static_cast<char>(153), static_cast<char>(166), static_cast<char>(181),
         static_cast<char>(197), static_cast<char>(217), static_cast<char>(241)));
-    TileBlock t = load_nibbles(p, off + 2);
-#pragma GCC unroll 4
-    for (int d = 0; d < 4; ++d) {
-      t.lo[d] = _mm512_shuffle_epi8(biased_values, t.lo[d]);
-      t.hi[d] = _mm512_shuffle_epi8(biased_values, t.hi[d]);
-    }
-    return t;
+    return load_table_values(p, off + 2, biased_values);
   }
 
   static __m512 scales(const uint8_t* const p[kTileRows], size_t off) {

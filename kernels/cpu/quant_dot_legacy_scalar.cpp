@@ -55,6 +55,17 @@ void dot_rows(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationR
   }
 }
 
+// The exact integer part of a block whose 16 nibble bytes qs (laid out as Q4_0's) index the
+// 16-entry value table `values` (MXFP4, IQ4_NL).
+int32_t table_block_dot(const uint8_t* qs, const int* values, const int8_t* xq) {
+  int32_t isum = 0;
+  for (size_t j = 0; j < kHalf; ++j) {
+    isum += values[qs[j] & 0x0f] * xq[j];
+    isum += values[qs[j] >> 4] * xq[j + kHalf];
+  }
+  return isum;
+}
+
 float fp16_scale(const uint8_t* block) {
   return fp16_to_fp32(load_le16(block));
 }
@@ -122,13 +133,7 @@ void dot_q5_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 void dot_mxfp4_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                       float* y, size_t y_stride) {
   auto block_dot = [](const uint8_t* block, const int8_t* xq) {
-    const uint8_t* qs = block + 1;
-    int32_t isum = 0;
-    for (size_t j = 0; j < kHalf; ++j) {
-      isum += kMxfp4Values[qs[j] & 0x0f] * xq[j];
-      isum += kMxfp4Values[qs[j] >> 4] * xq[j + kHalf];
-    }
-    return isum;
+    return table_block_dot(block + 1, kMxfp4Values, xq);
   };
   auto block_scale = [](const uint8_t* block) { return e8m0_half(block[0]); };
   dot_rows<kMxfp4Bytes>(w, row_bytes, rows, x, y, y_stride, block_dot, block_scale, true);
@@ -137,13 +142,7 @@ void dot_mxfp4_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Act
 void dot_iq4_nl_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                        float* y, size_t y_stride) {
   auto block_dot = [](const uint8_t* block, const int8_t* xq) {
-    const uint8_t* qs = block + 2;
-    int32_t isum = 0;
-    for (size_t j = 0; j < kHalf; ++j) {
-      isum += kIq4Values[qs[j] & 0x0f] * xq[j];
-      isum += kIq4Values[qs[j] >> 4] * xq[j + kHalf];
-    }
-    return isum;
+    return table_block_dot(block + 2, kIq4Values, xq);
   };
   dot_rows<kIq4NlBytes>(w, row_bytes, rows, x, y, y_stride, block_dot, fp16_scale, false);
 }
