@@ -98,14 +98,7 @@ struct Iq4XsRows {
   }
 };
 
-struct Iq4XsTiles {
-  static constexpr size_t kBlockBytes = kIq4XsBlockBytes;
-  template <int R, int T>
-  static void tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
-                   size_t prefetch, float* out) {
-    d_isum_tile<Iq4XsRows, R, T>(w, row_bytes, blocks, g, prefetch, out);
-  }
-};
+using Iq4XsTiles = DIsumTiles<Iq4XsRows>;
 
 }  // namespace
 }  // namespace tandem::kernels::detail

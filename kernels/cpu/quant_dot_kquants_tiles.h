@@ -447,14 +447,18 @@ struct Q5KTiles {
   }
 };
 
-struct Q6KTiles {
-  static constexpr size_t kBlockBytes = kQ6KBlockBytes;
+// The tiles of a d_isum_tile type.
+template <typename Rows>
+struct DIsumTiles {
+  static constexpr size_t kBlockBytes = Rows::kBlockBytes;
   template <int R, int T>
   static void tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
                    size_t prefetch, float* out) {
-    d_isum_tile<Q6KRows, R, T>(w, row_bytes, blocks, g, prefetch, out);
+    d_isum_tile<Rows, R, T>(w, row_bytes, blocks, g, prefetch, out);
   }
 };
+
+using Q6KTiles = DIsumTiles<Q6KRows>;
 
 // Rows [r0, r1) against the T tokens of g (tokens t0..t0 + T - 1) in tiles of R rows, the
 // remainder one row at a time.
