@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/float_convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_dispatch.h"
 #include "kernels/cpu/quant_dot.h"
@@ -120,7 +121,10 @@ Activations make_activations(const Iq4Type& k, size_t n_tokens, size_t cols, boo
   if (!full_range) return out;
   for (int8_t& q : out.a.qs) q = static_cast<int8_t>(rng());
   std::uniform_real_distribution<float> d(1e-3f, 1e-1f);
-  for (float& v : out.a.d) v = d(rng);
+  for (float& v : out.a.d) {
+    v = d(rng);
+    if (k.format == ActivationFormat::kQ8_0) v = fp16_to_fp32(fp32_to_fp16_bits(v));
+  }
   for (size_t i = 0; i < out.a.bsums.size(); ++i) {
     int s = 0;
     for (size_t j = 0; j < kQ8_KSumElements; ++j) s += out.a.qs[i * kQ8_KSumElements + j];
