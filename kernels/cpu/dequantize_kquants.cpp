@@ -1,4 +1,4 @@
-// Scalar dequantize routines for ggml's K-quants (256-element super-blocks): Q2_K ... Q6_K.
+// Scalar dequantize routines for ggml's 256-element super-block quants: Q2_K ... Q6_K, IQ4_XS.
 //
 // Block layouts (little-endian; "f16" is an IEEE half), element e in 0..255:
 //   block_q2_K  (84 B): uint8 scales[16]; uint8 qs[64]; f16 d; f16 dmin
@@ -16,12 +16,16 @@
 //   block_q6_K (210 B): uint8 ql[128]; uint8 qh[64]; int8 scales[16]; f16 d
 //     e = 128*h + 32*s + l: low nibble (ql[64*h + 32*(s&1) + l] >> 4*(s/2)) & 15, high two bits
 //     (qh[32*h + l] >> 2*s) & 3; q = (low | high << 4) - 32. y = (d * scales[e/16]) * q.
+//   block_iq4_xs (136 B): f16 d; uint16 scales_h; uint8 scales_l[4]; uint8 qs[128]
+//     sub-block j = e/32 has the 6-bit scale ls_j (iq4_xs_scale() in iq4_values.h); its quants
+//     are laid out as one Q4_0 block at qs + 16j. y = (d * (ls_j - 32)) * kIq4Values[q].
 // Float ops are ggml's, in ggml's order; the build disables FMA contraction for this file.
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/dequantize_rows.h"
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/iq4_values.h"
 
 namespace tandem::kernels {
 
@@ -137,6 +141,21 @@ void dequantize_q6_k(const uint8_t* src, float* dst, size_t blocks) {
       const int high = (qh[32 * h + l] >> (2 * s)) & 3;
       const float dl = d * static_cast<float>(static_cast<int8_t>(scales[e / 16]));
       dst[e] = dl * static_cast<float>((low | (high << 4)) - 32);
+    }
+  }
+}
+
+void dequantize_iq4_xs(const uint8_t* src, float* dst, size_t blocks) {
+  for (size_t b = 0; b < blocks; ++b, src += detail::kIq4XsBytes, dst += kSuper) {
+    const float d = fp16_to_fp32(load_le16(src));
+    for (int j = 0; j < 8; ++j) {
+      const float dl = d * static_cast<float>(detail::iq4_xs_scale(src, j));
+      const uint8_t* qs = src + 8 + 16 * j;
+      float* y = dst + 32 * j;
+      for (int l = 0; l < 16; ++l) {
+        y[l] = dl * static_cast<float>(detail::kIq4Values[qs[l] & 0x0f]);
+        y[l + 16] = dl * static_cast<float>(detail::kIq4Values[qs[l] >> 4]);
+      }
     }
   }
 }

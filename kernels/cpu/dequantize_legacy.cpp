@@ -1,4 +1,5 @@
-// Scalar dequantize routines for ggml's 32-element legacy quants: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+// Scalar dequantize routines for ggml's 32-element quants: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4,
+// IQ4_NL.
 //
 // Block layouts (little-endian; "f16" is an IEEE half):
 //   block_q4_0 (18 B): f16 d;          uint8 qs[16]
@@ -8,6 +9,7 @@
 //   block_q8_0 (34 B): f16 d;          int8 qs[32]
 //   block_mxfp4 (17 B): uint8 e (E8M0); uint8 qs[16]; value kvalues[q] * 2^(e - 128), kvalues the
 //                       E2M1 values doubled (ggml's kvalues_mxfp4 and ggml_e8m0_to_fp32_half)
+//   block_iq4_nl (18 B): f16 d; uint8 qs[16]; value d * kIq4Values[q] (iq4_values.h)
 // Element j < 16 takes the low nibble of qs[j], element j + 16 the high nibble; for the 5-bit
 // types bit j of qh is the fifth bit of element j. Values: q4_0 (q - 8) * d, q4_1 q * d + m,
 // q5_0 (q - 16) * d, q5_1 q * d + m, q8_0 q * d — the same float ops in the same order as ggml.
@@ -17,6 +19,7 @@
 
 #include "kernels/cpu/dequantize_rows.h"
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/iq4_values.h"
 #include "kernels/cpu/mxfp4_values.h"
 
 namespace tandem::kernels {
@@ -99,6 +102,17 @@ void dequantize_mxfp4(const uint8_t* src, float* dst, size_t blocks) {
     for (size_t j = 0; j < kHalf; ++j) {
       dst[j] = static_cast<float>(kMxfp4Values[qs[j] & 0x0f]) * d;
       dst[j + kHalf] = static_cast<float>(kMxfp4Values[qs[j] >> 4]) * d;
+    }
+  }
+}
+
+void dequantize_iq4_nl(const uint8_t* src, float* dst, size_t blocks) {
+  for (size_t b = 0; b < blocks; ++b, src += 18, dst += kBlock) {
+    const float d = fp16_to_fp32(load_le16(src));
+    const uint8_t* qs = src + 2;
+    for (size_t j = 0; j < kHalf; ++j) {
+      dst[j] = d * static_cast<float>(detail::kIq4Values[qs[j] & 0x0f]);
+      dst[j + kHalf] = d * static_cast<float>(detail::kIq4Values[qs[j] >> 4]);
     }
   }
 }

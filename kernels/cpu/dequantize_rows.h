@@ -25,6 +25,7 @@ void dequantize_q5_0(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_q5_1(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_q8_0(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_mxfp4(const uint8_t* src, float* dst, size_t blocks);
+void dequantize_iq4_nl(const uint8_t* src, float* dst, size_t blocks);
 
 // K-quants, 256-element super-blocks (dequantize_kquants.cpp).
 void dequantize_q2_k(const uint8_t* src, float* dst, size_t blocks);
@@ -32,5 +33,6 @@ void dequantize_q3_k(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_q4_k(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_q5_k(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_q6_k(const uint8_t* src, float* dst, size_t blocks);
+void dequantize_iq4_xs(const uint8_t* src, float* dst, size_t blocks);
 
 }  // namespace tandem::kernels

@@ -56,6 +56,30 @@ void dot_q5_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 void dot_mxfp4_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                       float* y, size_t y_stride);
 
+// ---- IQ4_NL and IQ4_XS: 4-bit codes q standing for the non-linear values kIq4Values[q] =
+// {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113} (iq4_values.h).
+// IQ4_NL weights (block of 32: f16 d, 16 bytes of nibbles laid out as Q4_0; value d *
+// kIq4Values[q]; what llama-quantize falls back to for the IQ types, and in older llama.cpp
+// versions for Q2_K / Q3_K too, when a row is not a multiple of 256) x Q8_0 activations: per block
+// sum += float(isum) * (dw * dx), isum = sum kIq4Values[q] * xq. IQ4_XS weights (super-block of
+// 256: f16 d, uint16 scales_h, 4 bytes scales_l, 128 bytes qs; sub-block j of 32 elements has ls_j
+// = nibble j of scales_l | bits 2j..2j+1 of scales_h << 4 and its quants at qs + 16j laid out as
+// Q4_0; value (d * (ls_j - 32)) * kIq4Values[q]) x Q8_K activations: isum = sum_j (ls_j - 32) *
+// (sum over sub-block j of kIq4Values[q] * xq); sum += (dw * dx) * float(isum). The AVX2 and
+// AVX-512 VNNI variants are bit-identical to these for every int8 activation quant.
+void dot_iq4_nl_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                       float* y, size_t y_stride);
+void dot_iq4_xs_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                       float* y, size_t y_stride);
+void dot_iq4_nl_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+void dot_iq4_xs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+void dot_iq4_nl_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
+                            const ActivationRows& x, float* y, size_t y_stride);
+void dot_iq4_xs_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
+                            const ActivationRows& x, float* y, size_t y_stride);
+
 // ---- K-quants x Q8_K activations, per 256-super-block.
 // Q4_K / Q5_K: isum = sum_j scale_j * (sum over sub-block j of q * xq), q in 0..15 / 0..31,
 // imin = sum_j min_j * (bsums[2j] + bsums[2j+1]); sum += dw * dx * float(isum) - dmin * dx *

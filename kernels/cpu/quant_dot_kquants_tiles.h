@@ -152,18 +152,19 @@ template <int R, int T>
                         static_cast<int64_t>(lane[0] | (lane[1] << 32)));
 }
 
-// Lane i = the fp16 value at byte `offset` of super-block b of lane i's row (row i / T), converted
-// exactly (lanes past R * T: don't care).
+// The fp16 at byte `offset` of super-block b of each lane's row (row i / T) converted exactly
+// (lanes past R * T: don't care).
 template <int R, int T>
 [[gnu::always_inline]] inline __m128 tile_fp16(const uint8_t* w, size_t row_bytes,
                                                size_t block_bytes, size_t b, size_t offset) {
-  if constexpr (R * T == 1) {
+  constexpr int kLanes = R * T;
+  if constexpr (kLanes == 1) {
     return _mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(w + b * block_bytes + offset)));
   } else {
     uint64_t bits = 0;
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
-      const int r = (i < R * T ? i : R * T - 1) / T;
+      const int r = (i < kLanes ? i : kLanes - 1) / T;
       bits |= static_cast<uint64_t>(load_u16(w + r * row_bytes + b * block_bytes + offset))
               << (16 * i);
     }
@@ -395,12 +396,13 @@ template <int T, int H>
   q6_k_step<T, 3>(ql0, ql1, qh, scales, xq, acc);
 }
 
-// R rows x T tokens of Q6_K weights (as q45_k_tile). Per lane isum = sum (q + 32) * xq * scale -
-// 32 * sum_g scale_g * bsums_g: the bsums are the sums of the quants (activation_rows.h), so this
-// is exactly the reference's sum of q * xq * scale.
-template <int R, int T>
-void q6_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
-               size_t prefetch, float* out) {
+// R rows x T tokens of a type whose super-block term is the reference's (dw * dx) * float(isum)
+// (Q6_K, IQ4_XS), as q45_k_tile. Rows gives kBlockBytes, kDOffset (the byte of the block's fp16
+// d) and row_isums<T>(blk, xq, g, b, acc): acc[t] = int32 lanes that sum to the exact isum of the
+// super-block at blk with token t of g (quants xq[t], super-block b).
+template <typename Rows, int R, int T>
+void d_isum_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
+                 size_t prefetch, float* out) {
   constexpr int kLanes = R * T;
   __m128 sum = _mm_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
@@ -410,31 +412,44 @@ void q6_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGro
     __m256i acc[kLanes];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = w + r * row_bytes + b * kQ6KBlockBytes;
-      if (prefetch != 0) prefetch_block<kQ6KBlockBytes>(blk, prefetch);
-      const __m256i sc16 =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
-      __m256i* row_acc = acc + r * T;
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) row_acc[t] = _mm256_setzero_si256();
-      q6_k_half<T, 0>(blk, _mm256_permute4x64_epi64(sc16, 0x44), xq, row_acc);
-      q6_k_half<T, 1>(blk, _mm256_permute4x64_epi64(sc16, 0xee), xq, row_acc);
-      // 32 * scale fits int16 (|.| <= 4096); madd with the bsums stays far inside int32.
-      const __m256i sc32 = _mm256_slli_epi16(sc16, 5);
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const __m256i bs =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.bsums[t] + b * kSumsPerBlock));
-        row_acc[t] = _mm256_sub_epi32(row_acc[t], _mm256_madd_epi16(bs, sc32));
-      }
+      const uint8_t* blk = w + r * row_bytes + b * Rows::kBlockBytes;
+      if (prefetch != 0) prefetch_block<Rows::kBlockBytes>(blk, prefetch);
+      Rows::template row_isums<T>(blk, xq, g, b, acc + r * T);
     }
     const __m128 isum = _mm_cvtepi32_ps(sum_lanes<kLanes>(acc));
-    const __m128 dw = tile_fp16<R, T>(w, row_bytes, kQ6KBlockBytes, b, 208);
+    const __m128 dw = tile_fp16<R, T>(w, row_bytes, Rows::kBlockBytes, b, Rows::kDOffset);
     // The reference's (dw * dx) * float(isum); sum += that.
     sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(dw, tile_dx<T>(g, b)), isum));
   }
   _mm_storeu_ps(out, sum);
 }
+
+// Q6_K's isum per row and token: sum (q + 32) * xq * scale - 32 * sum_g scale_g * bsums_g; the
+// bsums are the sums of the quants (activation_rows.h), so this is exactly the reference's sum of
+// q * xq * scale.
+struct Q6KRows {
+  static constexpr size_t kBlockBytes = kQ6KBlockBytes;
+  static constexpr size_t kDOffset = 208;
+
+  template <int T>
+  [[gnu::always_inline]] static void row_isums(const uint8_t* blk, const int8_t* const* xq,
+                                               const TokenGroup& g, size_t b, __m256i* acc) {
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+    q6_k_half<T, 0>(blk, _mm256_permute4x64_epi64(sc16, 0x44), xq, acc);
+    q6_k_half<T, 1>(blk, _mm256_permute4x64_epi64(sc16, 0xee), xq, acc);
+    // 32 * scale fits int16 (|.| <= 4096); madd with the bsums stays far inside int32.
+    const __m256i sc32 = _mm256_slli_epi16(sc16, 5);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.bsums[t] + b * kSumsPerBlock));
+      acc[t] = _mm256_sub_epi32(acc[t], _mm256_madd_epi16(bs, sc32));
+    }
+  }
+};
 
 // The tile kernels of one weight type.
 struct Q4KTiles {
@@ -455,14 +470,18 @@ struct Q5KTiles {
   }
 };
 
-struct Q6KTiles {
-  static constexpr size_t kBlockBytes = kQ6KBlockBytes;
+// The tiles of a d_isum_tile type.
+template <typename Rows>
+struct DIsumTiles {
+  static constexpr size_t kBlockBytes = Rows::kBlockBytes;
   template <int R, int T>
   static void tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup& g,
                    size_t prefetch, float* out) {
-    q6_k_tile<R, T>(w, row_bytes, blocks, g, prefetch, out);
+    d_isum_tile<Rows, R, T>(w, row_bytes, blocks, g, prefetch, out);
   }
 };
+
+using Q6KTiles = DIsumTiles<Q6KRows>;
 
 // Rows [r0, r1) against the T tokens of g (tokens t0..t0 + T - 1) in tiles of R rows, the
 // remainder one row at a time.

@@ -1,4 +1,4 @@
-// AVX2 (+FMA +F16C) dot products of Q4_0, Q5_0 and MXFP4 weights with Q8_0 activations,
+// AVX2 (+FMA +F16C) dot products of Q4_0, Q5_0, MXFP4 and IQ4_NL weights with Q8_0 activations,
 // bit-identical to the scalar references in quant_dot_legacy_scalar.cpp.
 //
 // Built with -mavx2 -mfma -mf16c -ffp-contract=off but linked into binaries that run on any x86-64:
@@ -13,7 +13,9 @@
 // (precomputed per activation block) gives the exact isum of every row. Then, lane-wise and in
 // block order, term = float(isum) * scale and acc = acc + term as separate instructions: the
 // scalar reference's float operations for each row. Several tokens share each unpacked weight
-// block (register blocking over tokens).
+// block (register blocking over tokens). IQ4_NL's values (-127..113) span too much for a biased
+// byte (maddubs would saturate), so its rows are unpacked to the signed values themselves and
+// multiplied as |x| (unsigned) times the value with x's sign.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -50,6 +52,13 @@ NibblePair load_nibbles(const uint8_t* qs_a, const uint8_t* qs_b) {
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs_b)), 1);
   const __m256i mask = _mm256_set1_epi8(0x0f);
   return {_mm256_and_si256(v, mask), _mm256_and_si256(_mm256_srli_epi16(v, 4), mask)};
+}
+
+// As load_nibbles, each nibble then replaced by its entry of `table` (16 bytes in both 128-bit
+// halves): MXFP4's and IQ4_NL's values.
+NibblePair load_table_values(const uint8_t* qs_a, const uint8_t* qs_b, __m256i table) {
+  const NibblePair q = load_nibbles(qs_a, qs_b);
+  return {_mm256_shuffle_epi8(table, q.lo), _mm256_shuffle_epi8(table, q.hi)};
 }
 
 // Q4_0: block = f16 d, 16 nibble bytes; u = q (0..15) = (q - 8) + 8; scale order dw * dx.
@@ -124,8 +133,7 @@ struct Mxfp4 {
     const __m256i biased_values =
         _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
                          12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-    const NibblePair q = load_nibbles(block_a + 1, block_b + 1);
-    return {_mm256_shuffle_epi8(biased_values, q.lo), _mm256_shuffle_epi8(biased_values, q.hi)};
+    return load_table_values(block_a + 1, block_b + 1, biased_values);
   }
 
   // The eight rows' de: e >= 2 is the normal float with biased exponent e - 1; e = 0 and 1 are the
@@ -143,6 +151,35 @@ struct Mxfp4 {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(subnormal, normal, is_normal));
   }
 };
+
+// IQ4_NL: block = f16 d, 16 nibble bytes; kSignedValues: unpack gives the values kIq4Values[q]
+// themselves (-127..113) by table lookup, with no bias; scale order dw * dx as Q4_0.
+struct Iq4Nl {
+  static constexpr size_t kBytes = 18;
+  static constexpr int32_t kBias = 0;
+  static constexpr bool kSignedValues = true;
+
+  static NibblePair unpack(const uint8_t* block_a, const uint8_t* block_b) {
+    const __m256i values = _mm256_setr_epi8(
+        -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,  //
+        -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    return load_table_values(block_a + 2, block_b + 2, values);
+  }
+
+  static __m256 scales(const uint8_t* const p[kGroupRows], size_t off) {
+    return Q4_0::scales(p, off);
+  }
+};
+
+// Whether Fmt's unpack gives signed values (rather than unsigned u = q + kBias).
+template <typename Fmt>
+constexpr bool signed_values() {
+  if constexpr (requires { Fmt::kSignedValues; }) {
+    return Fmt::kSignedValues;
+  } else {
+    return false;
+  }
+}
 
 // One token's activation block in the row-pair layout: elements 0..15 (lo) and 16..31 (hi), each
 // in both 128-bit halves.
@@ -166,14 +203,30 @@ ActivationPair load_activations(const int8_t* xq) {
 //    and summed by madd: int32 lanes [ri ri rj rj | ri+4 ri+4 rj+4 rj+4] of 16-element sums.
 //  row_sums: hadd of quad_sums (0, 1) and (2, 3): lane r = row r's whole 32-element sum.
 // (Blend/shuffle combines with fewer multiplier-port instructions measured no faster on Zen 3.)
+// Signed values (IQ4_NL): maddubs of |x| (0..128 as unsigned bytes, -128 included) and the value
+// with x's sign (-127..127) gives exact pair sums (|.| <= 2 * 128 * 127 < 32767); madd with ones
+// widens each half to int32 before lo and hi are added, and quad_sums adds the 8-element sums with
+// hadd in int32 (|8-element sum| <= 8 * 127 * 128 does not fit int16): the same lane layout.
+template <typename Fmt>
 __m256i pair_sums(const NibblePair& w, const ActivationPair& x) {
-  return _mm256_madd_epi16(
-      _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, x.lo), _mm256_maddubs_epi16(w.hi, x.hi)),
-      _mm256_set1_epi16(1));
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (signed_values<Fmt>()) {
+    const __m256i lo = _mm256_maddubs_epi16(_mm256_abs_epi8(x.lo), _mm256_sign_epi8(w.lo, x.lo));
+    const __m256i hi = _mm256_maddubs_epi16(_mm256_abs_epi8(x.hi), _mm256_sign_epi8(w.hi, x.hi));
+    return _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+  } else {
+    return _mm256_madd_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, x.lo), _mm256_maddubs_epi16(w.hi, x.hi)), ones);
+  }
 }
 
+template <typename Fmt>
 __m256i quad_sums(__m256i pair_i, __m256i pair_j) {
-  return _mm256_madd_epi16(_mm256_packs_epi32(pair_i, pair_j), _mm256_set1_epi16(1));
+  if constexpr (signed_values<Fmt>()) {
+    return _mm256_hadd_epi32(pair_i, pair_j);
+  } else {
+    return _mm256_madd_epi16(_mm256_packs_epi32(pair_i, pair_j), _mm256_set1_epi16(1));
+  }
 }
 
 __m256i row_sums(__m256i quad01, __m256i quad23) {
@@ -210,7 +263,7 @@ void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t next_group,
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) {
         const ActivationPair x = load_activations(xq[t] + b * kLegacyBlock);
-        q01[t] = quad_sums(pair_sums(w04, x), pair_sums(w15, x));
+        q01[t] = quad_sums<Fmt>(pair_sums<Fmt>(w04, x), pair_sums<Fmt>(w15, x));
       }
     }
     __m256i sums[kTokens];
@@ -220,7 +273,7 @@ void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t next_group,
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) {
         const ActivationPair x = load_activations(xq[t] + b * kLegacyBlock);
-        sums[t] = row_sums(q01[t], quad_sums(pair_sums(w26, x), pair_sums(w37, x)));
+        sums[t] = row_sums(q01[t], quad_sums<Fmt>(pair_sums<Fmt>(w26, x), pair_sums<Fmt>(w37, x)));
       }
     }
     const __m256 ws = Fmt::scales(p, off);
@@ -269,6 +322,11 @@ void dot_q5_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const Activa
 void dot_mxfp4_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                     float* y, size_t y_stride) {
   legacy_dot_rows<Mxfp4, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq4_nl_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride) {
+  legacy_dot_rows<Iq4Nl, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

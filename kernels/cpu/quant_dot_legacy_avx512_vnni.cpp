@@ -1,4 +1,5 @@
-// AVX-512 VNNI (+F/BW/VL) dot products of Q5_0, Q4_0 and MXFP4 weights with Q8_0 activations,
+// AVX-512 VNNI (+F/BW/VL) dot products of Q5_0, Q4_0, MXFP4 and IQ4_NL weights with Q8_0
+// activations,
 // bit-identical to the scalar references in quant_dot_legacy_scalar.cpp.
 //
 // Built with the AVX-512 flags plus -mavx512vnni (-ffp-contract=off) and linked into binaries that
@@ -11,7 +12,8 @@
 // dword transpose within the lanes then leaves register d with row r's quant bytes 4d .. 4d+3 in
 // dword r. Split into nibbles they are unsigned bytes u = q + kBias (Q4_0: the nibble, bias 8;
 // Q5_0: the nibble plus 16 where its qh bit is set, added with the qh bits as a byte k-mask before
-// the transpose, bias 16; MXFP4: the doubled E2M1 value plus 12 by vpshufb, bias 12). Eight
+// the transpose, bias 16; MXFP4: the doubled E2M1 value plus 12 by vpshufb, bias 12; IQ4_NL:
+// the non-linear value plus 128 by vpshufb, bias 128). Eight
 // vpdpbusd with the activation block's dwords broadcast then sum each row's block in its own
 // int32 lane: no horizontal reduction, so a token costs 8 vpdpbusd and 5 more instructions per
 // 16 rows, and the unpack and transpose are shared by up to 8 tokens (register blocking).
@@ -88,6 +90,18 @@ TileBlock load_nibbles(const uint8_t* const p[kTileRows], size_t off) {
   for (int d = 0; d < 4; ++d) {
     t.lo[d] = _mm512_and_si512(v[d], mask);
     t.hi[d] = _mm512_and_si512(_mm512_srli_epi16(v[d], 4), mask);
+  }
+  return t;
+}
+
+// As load_nibbles, each nibble then replaced by its entry of `table` (16 bytes in every 128-bit
+// lane): MXFP4's and IQ4_NL's biased values.
+TileBlock load_table_values(const uint8_t* const p[kTileRows], size_t off, __m512i table) {
+  TileBlock t = load_nibbles(p, off);
+#pragma GCC unroll 4
+  for (int d = 0; d < 4; ++d) {
+    t.lo[d] = _mm512_shuffle_epi8(table, t.lo[d]);
+    t.hi[d] = _mm512_shuffle_epi8(table, t.hi[d]);
   }
   return t;
 }
@@ -170,13 +184,7 @@ struct Mxfp4 {
     // The doubled E2M1 values plus 12, indexed by the 4-bit code, in every 128-bit lane.
     const __m512i biased_values = _mm512_broadcast_i32x4(
         _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-    TileBlock t = load_nibbles(p, off + 1);
-#pragma GCC unroll 4
-    for (int d = 0; d < 4; ++d) {
-      t.lo[d] = _mm512_shuffle_epi8(biased_values, t.lo[d]);
-      t.hi[d] = _mm512_shuffle_epi8(biased_values, t.hi[d]);
-    }
-    return t;
+    return load_table_values(p, off + 1, biased_values);
   }
 
   // The 16 rows' de: e >= 2 is the normal float with biased exponent e - 1; e = 0 and 1 are the
@@ -199,9 +207,29 @@ struct Mxfp4 {
   }
 };
 
+// IQ4_NL: block = f16 d, 16 nibble bytes; u = kIq4Values[q] + 128 (1..241) by table lookup;
+// scale order dw * dx as Q4_0.
+struct Iq4Nl {
+  static constexpr size_t kBytes = 18;
+  static constexpr int32_t kBias = 128;
+
+  static TileBlock unpack(const uint8_t* const p[kTileRows], size_t off) {
+    // The values plus 128, indexed by the 4-bit code, in every 128-bit lane (as unsigned bytes).
+    const __m512i biased_values = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141),
+        static_cast<char>(153), static_cast<char>(166), static_cast<char>(181),
+        static_cast<char>(197), static_cast<char>(217), static_cast<char>(241)));
+    return load_table_values(p, off + 2, biased_values);
+  }
+
+  static __m512 scales(const uint8_t* const p[kTileRows], size_t off) {
+    return fp16_scales(p, off);
+  }
+};
+
 // The 16 rows' exact block sums sum u * x with one token's block x (dword r: row r): eight
 // vpdpbusd against the activation dwords broadcast, in two chains (elements 0..15, 16..31). Each
-// int32 lane adds at most 16 products of u <= 31 and |x| <= 128: no overflow, and vpdpbusd does
+// int32 lane adds at most 16 products of u <= 241 and |x| <= 128: no overflow, and vpdpbusd does
 // not saturate.
 __m512i block_sums(const TileBlock& w, const int8_t* x) {
   __m512i lo = _mm512_setzero_si512();
@@ -286,6 +314,11 @@ void dot_mxfp4_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, cons
     return;
   }
   legacy_dot_rows<Mxfp4, VnniGroups>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq4_nl_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
+                            const ActivationRows& x, float* y, size_t y_stride) {
+  legacy_dot_rows<Iq4Nl, VnniGroups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

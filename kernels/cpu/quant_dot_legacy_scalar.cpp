@@ -1,11 +1,13 @@
-// Scalar reference dot products of the 32-element weight types (Q8_0, Q4_0, Q5_0, MXFP4) with Q8_0
-// activations: the literal form of quant_dot.h's semantics (built with -ffp-contract=off).
+// Scalar reference dot products of the 32-element weight types (Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL)
+// with Q8_0 activations: the literal form of quant_dot.h's semantics (built with
+// -ffp-contract=off).
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/iq4_values.h"
 #include "kernels/cpu/mxfp4_values.h"
 #include "kernels/cpu/quant_dot.h"
 
@@ -20,6 +22,7 @@ constexpr size_t kQ8_0Lanes = 8;  // partial sums of quant_dot.h's Q8_0 semantic
 constexpr size_t kQ4_0Bytes = 18;
 constexpr size_t kQ5_0Bytes = 22;
 constexpr size_t kMxfp4Bytes = 17;
+constexpr size_t kIq4NlBytes = 18;
 
 // One row of `blocks` blocks against one activation row; block_dot(block, xq) is the block's exact
 // integer sum and block_scale(block) the weight scale (dw or de).
@@ -50,6 +53,17 @@ void dot_rows(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationR
                                             block_scale, activation_first);
     }
   }
+}
+
+// The exact integer part of a block whose 16 nibble bytes qs (laid out as Q4_0's) index the
+// 16-entry value table `values` (MXFP4, IQ4_NL).
+int32_t table_block_dot(const uint8_t* qs, const int* values, const int8_t* xq) {
+  int32_t isum = 0;
+  for (size_t j = 0; j < kHalf; ++j) {
+    isum += values[qs[j] & 0x0f] * xq[j];
+    isum += values[qs[j] >> 4] * xq[j + kHalf];
+  }
+  return isum;
 }
 
 float fp16_scale(const uint8_t* block) {
@@ -119,16 +133,18 @@ void dot_q5_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 void dot_mxfp4_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                       float* y, size_t y_stride) {
   auto block_dot = [](const uint8_t* block, const int8_t* xq) {
-    const uint8_t* qs = block + 1;
-    int32_t isum = 0;
-    for (size_t j = 0; j < kHalf; ++j) {
-      isum += kMxfp4Values[qs[j] & 0x0f] * xq[j];
-      isum += kMxfp4Values[qs[j] >> 4] * xq[j + kHalf];
-    }
-    return isum;
+    return table_block_dot(block + 1, kMxfp4Values, xq);
   };
   auto block_scale = [](const uint8_t* block) { return e8m0_half(block[0]); };
   dot_rows<kMxfp4Bytes>(w, row_bytes, rows, x, y, y_stride, block_dot, block_scale, true);
+}
+
+void dot_iq4_nl_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                       float* y, size_t y_stride) {
+  auto block_dot = [](const uint8_t* block, const int8_t* xq) {
+    return table_block_dot(block + 2, kIq4Values, xq);
+  };
+  dot_rows<kIq4NlBytes>(w, row_bytes, rows, x, y, y_stride, block_dot, fp16_scale, false);
 }
 
 }  // namespace tandem::kernels::detail

@@ -1,5 +1,5 @@
-// The walk of the legacy-type kernels (Q4_0, Q5_0, MXFP4 x Q8_0 on plain rows) over rows and
-// tokens, shared by their SIMD files (quant_dot_legacy_avx2.cpp: groups of 8 rows,
+// The walk of the legacy-type kernels (Q4_0, Q5_0, MXFP4, IQ4_NL x Q8_0 on plain rows) over rows
+// and tokens, shared by their SIMD files (quant_dot_legacy_avx2.cpp: groups of 8 rows,
 // quant_dot_legacy_avx512_vnni.cpp: 16): the activation block sums that take off the weights'
 // unsigned bias, the row groups (a last partial group repeats its last row) and the token tiles of
 // 8, 4, 2 and 1. Each file includes it under its own -m flags; everything here has internal

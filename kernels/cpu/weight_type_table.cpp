@@ -97,6 +97,12 @@ const std::array kTable = {
     quantized(TensorType::kQ6_K, dequantize_q6_k, F::kQ8_K, detail::dot_q6_k_scalar,
               TANDEM_X86(detail::dot_q6_k_avx2), TANDEM_X86(detail::dot_q6_k_avx2),
               TANDEM_X86(detail::dot_q6_k_avx512_vnni), TANDEM_X86(detail::dot_q6_k_amx)),
+    quantized(TensorType::kIQ4_NL, dequantize_iq4_nl, F::kQ8_0, detail::dot_iq4_nl_scalar,
+              TANDEM_X86(detail::dot_iq4_nl_avx2), TANDEM_X86(detail::dot_iq4_nl_avx2),
+              TANDEM_X86(detail::dot_iq4_nl_avx512_vnni)),
+    quantized(TensorType::kIQ4_XS, dequantize_iq4_xs, F::kQ8_K, detail::dot_iq4_xs_scalar,
+              TANDEM_X86(detail::dot_iq4_xs_avx2), TANDEM_X86(detail::dot_iq4_xs_avx2),
+              TANDEM_X86(detail::dot_iq4_xs_avx512_vnni)),
 };
 
 #undef TANDEM_X86

@@ -33,10 +33,11 @@ uint32_t float_bits(float f) {
 // conversions are exact or round-to-nearest-even in both. Comparing bits also pins NaN payloads
 // and the sign of zero.
 TEST_CASE("dequantize matches gguf-py bit for bit", "[kernels]") {
-  const TensorType type = GENERATE(
-      TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kF64, TensorType::kQ4_0,
-      TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ2_K,
-      TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K);
+  const TensorType type =
+      GENERATE(TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kF64,
+               TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
+               TensorType::kQ8_0, TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K,
+               TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS);
   const std::string name(tensor_type_name(type));
   INFO("type " << name);
   const std::vector<uint8_t> src = read_fixture(name + ".bin");

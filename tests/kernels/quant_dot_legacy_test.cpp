@@ -26,6 +26,7 @@ namespace {
 using testing::bits_of;
 using testing::have_avx2;
 using testing::put_fp16;
+using testing::run_strided;
 
 constexpr size_t kBlock = 32;
 constexpr double kUnit = 1.0 / 16777216.0;  // 2^-24, the float unit roundoff
@@ -193,14 +194,6 @@ Reference reference_dot(const LegacyType& k, const uint8_t* row, const Quantized
   return ref;
 }
 
-// Runs fn into a y of y_stride columns per token (plus a tail), pre-filled with NaN.
-std::vector<float> run_strided(detail::QuantDotFn fn, const uint8_t* w, size_t row_bytes,
-                               size_t rows, const ActivationRows& x, size_t y_stride) {
-  std::vector<float> y(x.n_tokens * y_stride + 3, std::numeric_limits<float>::quiet_NaN());
-  fn(w, row_bytes, rows, x, y.data(), y_stride);
-  return y;
-}
-
 TEST_CASE("dequantize_mxfp4 gives kvalues[q] * 2^(e - 128) exactly", "[kernels]") {
   // Block b has exponent kExponents[b]; nibble codes: element j < 16 is code j, element j >= 16
   // is code 31 - j (low nibble of qs[j] = j, high nibble = 15 - j).
@@ -310,19 +303,11 @@ void check_simd_against_scalar(const char* variant_wanted, uint32_t seed) {
           INFO(k->name << " " << variant_wanted << " rows " << rows << " cols " << cols
                        << " tokens " << n_tokens << " misalign " << misalign << " row_bytes "
                        << row_bytes << " y_stride " << y_stride);
-          size_t mismatches = 0, finite = 0, touched = 0;
-          for (size_t i = 0; i < got.size(); ++i) {
-            const bool written = i < n_tokens * y_stride && i % y_stride < rows;
-            if (written) {
-              if (bits_of(got[i]) != bits_of(want[i])) ++mismatches;
-              if (std::isfinite(want[i])) ++finite;
-            } else if (!std::isnan(got[i]) || !std::isnan(want[i])) {
-              ++touched;
-            }
-          }
-          CHECK(mismatches == 0);
-          CHECK(touched == 0);
-          CHECK(finite > 0);
+          const testing::StridedDiff diff =
+              testing::compare_strided(got, want, n_tokens, y_stride, rows);
+          CHECK(diff.mismatches == 0);
+          CHECK(diff.touched == 0);
+          CHECK(diff.finite > 0);
         }
       }
     }

@@ -1,15 +1,18 @@
 // Test helpers shared by the quantized dot-product kernel tests: the AVX2 and AVX-512 VNNI checks,
-// fp16 stores, float bit patterns and random activation rows.
+// fp16 stores, float bit patterns, random activation rows and strided outputs compared bit for bit.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant_dot.h"
 
 namespace tandem::kernels::testing {
 
@@ -54,6 +57,37 @@ inline QuantizedActivations random_activations(ActivationFormat format, size_t n
   std::vector<float> x(n_tokens * cols);
   for (float& v : x) v = normal(rng);
   return quantize(format, x, n_tokens, cols);
+}
+
+// Runs fn into a y of y_stride columns per token (plus a tail), pre-filled with NaN.
+inline std::vector<float> run_strided(detail::QuantDotFn fn, const uint8_t* w, size_t row_bytes,
+                                      size_t rows, const ActivationRows& x, size_t y_stride) {
+  std::vector<float> y(x.n_tokens * y_stride + 3, std::numeric_limits<float>::quiet_NaN());
+  fn(w, row_bytes, rows, x, y.data(), y_stride);
+  return y;
+}
+
+// Two run_strided outputs of `rows` rows and n_tokens tokens compared: the written elements whose
+// bits differ, those finite in `want`, and the others (gaps and tail) not NaN in either.
+struct StridedDiff {
+  size_t mismatches = 0;
+  size_t finite = 0;
+  size_t touched = 0;
+};
+
+inline StridedDiff compare_strided(const std::vector<float>& got, const std::vector<float>& want,
+                                   size_t n_tokens, size_t y_stride, size_t rows) {
+  StridedDiff d;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool written = i < n_tokens * y_stride && i % y_stride < rows;
+    if (written) {
+      if (bits_of(got[i]) != bits_of(want[i])) ++d.mismatches;
+      if (std::isfinite(want[i])) ++d.finite;
+    } else if (!std::isnan(got[i]) || !std::isnan(want[i])) {
+      ++d.touched;
+    }
+  }
+  return d;
 }
 
 }  // namespace tandem::kernels::testing

@@ -1,0 +1,31 @@
+// The AVX-512 VNNI IQ4_XS dot kernel of the weight-type table (built with the AVX-512 flags plus
+// -mavx512vnni; called only when cpu_features() reports AVX-512 F/BW/VL and VNNI):
+// quant_dot_iq4_xs_tiles.h's tiles with the scaled pair sums as one vpdpwssd (the exact int32 sum
+// madd + add gives), on 256-bit lanes.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/quant_dot.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+[[gnu::always_inline]] inline __m256i kq_madd_add(__m256i acc, __m256i p, __m256i s) {
+  return _mm256_dpwssd_epi32(acc, p, s);
+}
+
+}  // namespace
+}  // namespace tandem::kernels::detail
+
+#include "kernels/cpu/quant_dot_iq4_xs_tiles.h"
+
+namespace tandem::kernels::detail {
+
+void dot_iq4_xs_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
+                            const ActivationRows& x, float* y, size_t y_stride) {
+  dot_rows<Iq4XsTiles>(w, row_bytes, rows, x, y, y_stride);
+}
+
+}  // namespace tandem::kernels::detail
