@@ -31,9 +31,9 @@ def smg_binary():
 
 
 @contextlib.contextmanager
-def gateway(daemons, log_dir, *extra_args):
+def gateway(daemons, log_dir, *extra_args, model=MODEL, env=None):
     """The SMG gateway in front of `daemons` (one daemon or a list of replicas), once it lists
-    MODEL; yields its base URL."""
+    `model`; yields its base URL. `env`: extra environment variables of the gateway."""
     daemons = daemons if isinstance(daemons, list) else [daemons]
     info = daemons[0].vllm.GetModelInfo(pb.GetModelInfoRequest(), timeout=5,
                                         metadata=daemons[0].metadata())
@@ -44,15 +44,16 @@ def gateway(daemons, log_dir, *extra_args):
             *(f"grpc://{d.address}" for d in daemons), "--policy", "round_robin",
             "--tokenizer-path", info.tokenizer_path, "--prometheus-host", "127.0.0.1",
             "--prometheus-port", str(prom), *extra_args]
+    gw_env = {**os.environ, "NO_COLOR": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
     gw = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                          env={**os.environ, "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"})
+                          env=gw_env)
     base = f"http://127.0.0.1:{port}"
     key = next((extra_args[i + 1] for i, a in enumerate(extra_args) if a == "--api-key"), None)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         deadline = time.monotonic() + GATEWAY_START_S
         models = []
-        while time.monotonic() < deadline and MODEL not in models:
+        while time.monotonic() < deadline and model not in models:
             assert gw.poll() is None, f"smg exited with {gw.returncode}:\n{log_path.read_text()}"
             try:
                 request = urllib.request.Request(f"{base}/v1/models", headers=headers)
@@ -61,7 +62,7 @@ def gateway(daemons, log_dir, *extra_args):
             except OSError:
                 pass
             time.sleep(0.2)
-        assert MODEL in models, f"gateway never listed {MODEL}:\n{log_path.read_text()}"
+        assert model in models, f"gateway never listed {model}:\n{log_path.read_text()}"
         yield base
     finally:
         if gw.poll() is None:
