@@ -1,7 +1,7 @@
 // The SIMD dot product of IQ4_XS weights with Q8_K activations, bit-identical to dot_iq4_xs_scalar
 // (quant_dot_iq4_xs_scalar.cpp): the per-row isums for quant_dot_kquants_tiles.h's d_isum_tile and
 // dot_rows walk (its tiles of R rows x T tokens, row chunks and prefetch), instantiated by
-// quant_dot_iq4_xs_avx2.cpp and quant_dot_iq4_xs_avx512_vnni.cpp under their own -m flags. A file
+// quant_dot_kquants_avx2.cpp and quant_dot_kquants_avx512_vnni.cpp under their own -m flags. A file
 // includes it after defining kq_madd_add, as for quant_dot_kquants_tiles.h (see there, also for why
 // everything here has internal linkage).
 //

@@ -1,6 +1,7 @@
-// The AVX2 K-quant dot kernels of the weight-type table (built with -mavx2 -mfma -mf16c
-// -ffp-contract=off; called only when cpu_features() reports them): quant_dot_kquants_tiles.h's
-// and quant_dot_q2_q3_k_tiles.h's templates with the scaled pair sums as madd + add.
+// The AVX2 K-quant and IQ4_XS dot kernels of the weight-type table (built with -mavx2 -mfma -mf16c
+// -ffp-contract=off; called only when cpu_features() reports them): quant_dot_kquants_tiles.h's,
+// quant_dot_q2_q3_k_tiles.h's and quant_dot_iq4_xs_tiles.h's templates with the scaled pair sums
+// as madd + add.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -18,6 +19,7 @@ namespace {
 }  // namespace
 }  // namespace tandem::kernels::detail
 
+#include "kernels/cpu/quant_dot_iq4_xs_tiles.h"
 #include "kernels/cpu/quant_dot_kquants_tiles.h"
 #include "kernels/cpu/quant_dot_q2_q3_k_tiles.h"
 
@@ -46,6 +48,11 @@ void dot_q2_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const Activa
 void dot_q3_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
   dot_rows<Q23KTiles<true>>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq4_xs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride) {
+  dot_rows<Iq4XsTiles>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

@@ -1,8 +1,8 @@
-// The AVX-512 VNNI K-quant dot kernels of the weight-type table (built with the AVX-512 flags plus
-// -mavx512vnni; called only when cpu_features() reports AVX-512 F/BW/VL and VNNI):
-// quant_dot_kquants_tiles.h's and quant_dot_q2_q3_k_tiles.h's templates with the scaled pair
-// sums as one vpdpwssd (the exact int32 sum madd + add gives, one instruction instead of two), on
-// the same 256-bit lanes.
+// The AVX-512 VNNI K-quant and IQ4_XS dot kernels of the weight-type table (built with the AVX-512
+// flags plus -mavx512vnni; called only when cpu_features() reports AVX-512 F/BW/VL and VNNI):
+// quant_dot_kquants_tiles.h's, quant_dot_q2_q3_k_tiles.h's and quant_dot_iq4_xs_tiles.h's templates
+// with the scaled pair sums as one vpdpwssd (the exact int32 sum madd + add gives, one instruction
+// instead of two), on the same 256-bit lanes.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -20,6 +20,7 @@ namespace {
 }  // namespace
 }  // namespace tandem::kernels::detail
 
+#include "kernels/cpu/quant_dot_iq4_xs_tiles.h"
 #include "kernels/cpu/quant_dot_kquants_tiles.h"
 #include "kernels/cpu/quant_dot_q2_q3_k_tiles.h"
 
@@ -48,6 +49,11 @@ void dot_q2_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const
 void dot_q3_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {
   dot_rows<Q23KTiles<true>>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq4_xs_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
+                            const ActivationRows& x, float* y, size_t y_stride) {
+  dot_rows<Iq4XsTiles>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail
