@@ -85,6 +85,26 @@ Status float_copy_of(const model::TensorInfo* t, std::vector<float>& out) {
   return s.ok() ? s : s.with_prefix(t->name);
 }
 
+Status expert_biases_of(const model::ModelSpec& spec, const model::LayerWeights& lw, size_t layer,
+                        std::vector<float>& out) {
+  out.clear();
+  if (lw[model::WeightRole::kExpertGateBias] == nullptr) return Status();
+  std::vector<float> gate, up, down;
+  TANDEM_RETURN_IF_ERROR(float_copy_of(lw[model::WeightRole::kExpertGateBias], gate));
+  TANDEM_RETURN_IF_ERROR(float_copy_of(lw[model::WeightRole::kExpertUpBias], up));
+  TANDEM_RETURN_IF_ERROR(float_copy_of(lw[model::WeightRole::kExpertDownBias], down));
+  const size_t n = spec.n_experts;
+  if (gate.size() != n * spec.expert_ffn_size || up.size() != n * spec.expert_ffn_size ||
+      down.size() != n * spec.hidden_size) {
+    return invalid_argument_error("layer " + std::to_string(layer) +
+                                  ": expert bias sizes do not match the experts");
+  }
+  out = std::move(gate);
+  out.insert(out.end(), up.begin(), up.end());
+  out.insert(out.end(), down.begin(), down.end());
+  return Status();
+}
+
 namespace {
 
 // The activation between gate/up and down, in place over gate.
@@ -183,25 +203,10 @@ Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(const model::Mo
     if (!lw.moe) continue;
     auto& experts = worker->layers_[l];
     experts.resize(spec.n_experts);
-    // Biases: [n_experts x ffn] gate, [n_experts x ffn] up, [n_experts x hidden] down.
     const size_t ffn = spec.expert_ffn_size;
     const size_t hidden = spec.hidden_size;
-    const bool biased = lw[model::WeightRole::kExpertGateBias] != nullptr;
-    if (biased) {
-      std::vector<float> gate, up, down;
-      TANDEM_RETURN_IF_ERROR(float_copy_of(lw[model::WeightRole::kExpertGateBias], gate));
-      TANDEM_RETURN_IF_ERROR(float_copy_of(lw[model::WeightRole::kExpertUpBias], up));
-      TANDEM_RETURN_IF_ERROR(float_copy_of(lw[model::WeightRole::kExpertDownBias], down));
-      const size_t n = spec.n_experts;
-      if (gate.size() != n * ffn || up.size() != n * ffn || down.size() != n * hidden) {
-        return invalid_argument_error("layer " + std::to_string(l) +
-                                      ": expert bias sizes do not match the experts");
-      }
-      std::vector<float>& all = worker->biases_[l];
-      all = std::move(gate);
-      all.insert(all.end(), up.begin(), up.end());
-      all.insert(all.end(), down.begin(), down.end());
-    }
+    TANDEM_RETURN_IF_ERROR(expert_biases_of(spec, lw, l, worker->biases_[l]));
+    const bool biased = !worker->biases_[l].empty();
     for (size_t e = 0; e < spec.n_experts; ++e) {
       if (biased) {
         const float* b = worker->biases_[l].data();

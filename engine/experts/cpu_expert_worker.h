@@ -96,4 +96,12 @@ Result<kernels::WeightMatrix> weight_matrix_of(const model::MatrixView& view);
 // A norm / bias / sink tensor converted to float (out cleared when t is null); errors name it.
 Status float_copy_of(const model::TensorInfo* t, std::vector<float>& out);
 
+// Every routed expert's biases of MoE layer `lw` (index `layer`) in float, projection after
+// projection: [gate n x ffn | up n x ffn | down n x hidden] with n, ffn and hidden of `spec`
+// (expert e's gate row at e * ffn, up row at (n + e) * ffn, down row at 2 n ffn + e * hidden).
+// Empty when the layer has no gate bias. INVALID_ARGUMENT "layer L: expert bias sizes do not match
+// the experts" when a bias is missing or of another size.
+Status expert_biases_of(const model::ModelSpec& spec, const model::LayerWeights& lw, size_t layer,
+                        std::vector<float>& out);
+
 }  // namespace tandem::experts

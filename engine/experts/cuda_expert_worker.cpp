@@ -137,26 +137,58 @@ uint64_t CudaExpertWorker::device_bytes() const {
   return total;
 }
 
-Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
-    const model::ModelSpec& spec, const model::ModelWeights& weights, const ExpertMap& map,
-    const Options& options) {
-  int count = 0;
-  const cudaError_t count_err = cudaGetDeviceCount(&count);
-  if (count_err != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    return unavailable_error(
-        std::string("no CUDA device: the CUDA expert worker needs one (cudaGetDeviceCount: ") +
-        (count_err == cudaSuccess ? "0 devices" : cudaGetErrorString(count_err)) + ")");
+namespace {
+
+// The activation the kernels run for the model's, or UNIMPLEMENTED for one they lack.
+Result<kc::ExpertFfnActivation> ffn_activation(const model::ModelSpec& spec) {
+  switch (spec.expert_activation) {
+    case model::ExpertActivation::kSwiGlu:
+      return kc::ExpertFfnActivation::kSwiGlu;
+    case model::ExpertActivation::kSwiGluOai:
+      return kc::ExpertFfnActivation::kSwiGluOai;
   }
-  if (options.device < 0 || options.device >= count) {
-    return invalid_argument_error("CUDA device " + std::to_string(options.device) +
-                                  " does not exist (" + std::to_string(count) + " visible)");
+  return unimplemented_error(
+      "CUDA expert worker: " + std::string(model::architecture_name(spec.architecture)) +
+      " expert activation " + std::to_string(static_cast<int>(spec.expert_activation)) +
+      " is not implemented on CUDA; keep these experts on the CPU");
+}
+
+// One held expert: its matrices and its float biases (null without; they point into
+// ExpertPlan::biases).
+struct Held {
+  size_t layer = 0;
+  size_t expert = 0;
+  kernels::WeightMatrix gate, up, down;
+  const float* gate_bias = nullptr;  // [ffn]
+  const float* up_bias = nullptr;    // [ffn]
+  const float* down_bias = nullptr;  // [hidden]
+};
+
+// What create() uploads, checked and sized before the device is touched. Move-only: held's bias
+// pointers point into biases' rows, which a move keeps and a copy would not.
+struct ExpertPlan {
+  ExpertPlan() = default;
+  ExpertPlan(ExpertPlan&&) = default;
+  ExpertPlan& operator=(ExpertPlan&&) = default;
+  ExpertPlan(const ExpertPlan&) = delete;
+  ExpertPlan& operator=(const ExpertPlan&) = delete;
+
+  kc::ExpertFfnActivation activation = kc::ExpertFfnActivation::kSwiGlu;
+  std::vector<Held> held;
+  std::vector<uint64_t> layer_bytes;  // device bytes per layer: matrices and biases, aligned
+  // Per layer, expert_biases_of's float biases of every expert (empty for a layer without, or
+  // one this worker holds nothing of).
+  std::vector<std::vector<float>> biases;
+  uint64_t total() const {
+    uint64_t sum = 0;
+    for (uint64_t b : layer_bytes) sum += b;
+    return sum;
   }
-  if (spec.expert_bias || spec.expert_activation != model::ExpertActivation::kSwiGlu) {
-    return unimplemented_error(
-        "CUDA expert worker: " + std::string(model::architecture_name(spec.architecture)) +
-        " experts (biases, clamped SwiGLU) are not implemented on CUDA yet; keep them on the CPU");
-  }
+};
+
+// The experts `map` gives `worker` (an empty map: every expert), checked as create() documents.
+Result<ExpertPlan> plan_experts(const model::ModelSpec& spec, const model::ModelWeights& weights,
+                                const ExpertMap& map, uint8_t worker) {
   if (map.n_layers() != 0 &&
       (map.n_layers() != weights.layers.size() || map.n_experts() != spec.n_experts)) {
     return invalid_argument_error(
@@ -164,21 +196,29 @@ Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
         std::to_string(map.n_experts()) + " experts; the model has " +
         std::to_string(weights.layers.size()) + " x " + std::to_string(spec.n_experts));
   }
-
-  // Plan (and validate) before touching the device.
-  struct Held {
-    size_t layer;
-    size_t expert;
-    kernels::WeightMatrix gate, up, down;
-  };
-  std::vector<Held> held;
-  std::vector<uint64_t> layer_bytes(weights.layers.size(), 0);
+  ExpertPlan plan;
+  TANDEM_ASSIGN_OR_RETURN(plan.activation, ffn_activation(spec));
+  std::vector<Held>& held = plan.held;
+  std::vector<uint64_t>& layer_bytes = plan.layer_bytes;
+  layer_bytes.assign(weights.layers.size(), 0);
+  plan.biases.resize(weights.layers.size());
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     const model::LayerWeights& lw = weights.layers[l];
     if (!lw.moe) continue;
+    const std::vector<float>& biases = plan.biases[l];
+    bool any_held = false;
+    for (size_t e = 0; e < spec.n_experts && !any_held; ++e) {
+      any_held = map.n_layers() == 0 || map.worker(l, e) == worker;
+    }
+    if (any_held) {
+      const Status s = expert_biases_of(spec, lw, l, plan.biases[l]);
+      if (!s.ok()) return s.with_prefix("CUDA expert worker");
+    }
     for (size_t e = 0; e < spec.n_experts; ++e) {
-      if (map.n_layers() != 0 && map.worker(l, e) != options.worker) continue;
-      Held h{l, e, {}, {}, {}};
+      if (map.n_layers() != 0 && map.worker(l, e) != worker) continue;
+      Held h;
+      h.layer = l;
+      h.expert = e;
       TANDEM_ASSIGN_OR_RETURN(h.gate, weight_matrix_of(lw.experts_gate.expert(e)));
       TANDEM_ASSIGN_OR_RETURN(h.up, weight_matrix_of(lw.experts_up.expert(e)));
       TANDEM_ASSIGN_OR_RETURN(h.down, weight_matrix_of(lw.experts_down.expert(e)));
@@ -208,6 +248,21 @@ Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
       layer_bytes[l] += align_up(h.gate.rows * h.gate.row_bytes) +
                         align_up(h.up.rows * h.up.row_bytes) +
                         align_up(h.down.rows * h.down.row_bytes);
+      if (!biases.empty()) {
+        const size_t n = spec.n_experts;
+        const size_t ffn = spec.expert_ffn_size;
+        if (h.gate.rows != ffn) {
+          return invalid_argument_error("CUDA expert worker: layer " + std::to_string(l) +
+                                        " expert " + std::to_string(e) + " has " +
+                                        std::to_string(h.gate.rows) + " ffn rows, its biases " +
+                                        std::to_string(ffn));
+        }
+        h.gate_bias = biases.data() + e * ffn;
+        h.up_bias = biases.data() + n * ffn + e * ffn;
+        h.down_bias = biases.data() + 2 * n * ffn + e * spec.hidden_size;
+        layer_bytes[l] +=
+            2 * align_up(ffn * sizeof(float)) + align_up(spec.hidden_size * sizeof(float));
+      }
       held.push_back(h);
     }
   }
@@ -225,11 +280,42 @@ Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
                                  " mixes weight types across experts");
     }
   }
-  uint64_t total = 0;
-  for (uint64_t b : layer_bytes) total += b;
+  return plan;
+}
+
+}  // namespace
+
+Result<uint64_t> CudaExpertWorker::planned_weight_bytes(const model::ModelSpec& spec,
+                                                        const model::ModelWeights& weights,
+                                                        const ExpertMap& map, uint8_t worker) {
+  TANDEM_ASSIGN_OR_RETURN(const ExpertPlan plan, plan_experts(spec, weights, map, worker));
+  return plan.total();
+}
+
+Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
+    const model::ModelSpec& spec, const model::ModelWeights& weights, const ExpertMap& map,
+    const Options& options) {
+  int count = 0;
+  const cudaError_t count_err = cudaGetDeviceCount(&count);
+  if (count_err != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return unavailable_error(
+        std::string("no CUDA device: the CUDA expert worker needs one (cudaGetDeviceCount: ") +
+        (count_err == cudaSuccess ? "0 devices" : cudaGetErrorString(count_err)) + ")");
+  }
+  if (options.device < 0 || options.device >= count) {
+    return invalid_argument_error("CUDA device " + std::to_string(options.device) +
+                                  " does not exist (" + std::to_string(count) + " visible)");
+  }
+  // Plan (and validate) before touching the device.
+  TANDEM_ASSIGN_OR_RETURN(const ExpertPlan plan, plan_experts(spec, weights, map, options.worker));
+  const std::vector<Held>& held = plan.held;
+  const std::vector<uint64_t>& layer_bytes = plan.layer_bytes;
+  const uint64_t total = plan.total();
 
   std::unique_ptr<CudaExpertWorker> worker(new CudaExpertWorker());
   worker->device_ = options.device;
+  worker->activation_ = plan.activation;
   worker->hidden_ = spec.hidden_size;
   worker->ffn_ = held.empty() ? spec.expert_ffn_size : held[0].gate.rows;
   TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device), "cudaSetDevice");
@@ -267,17 +353,30 @@ Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
     layer.up_type = h.up.type;
     layer.down_type = h.down.type;
     auto* base = static_cast<uint8_t*>(layer.weights.ptr);
-    const void* ptrs[3] = {};
-    const kernels::WeightMatrix* ms[3] = {&h.gate, &h.up, &h.down};
-    for (int i = 0; i < 3; ++i) {
-      const uint64_t bytes = ms[i]->rows * ms[i]->row_bytes;
+    // The matrices, then the biases (when the layer has them), each at the next aligned offset.
+    const void* ptrs[6] = {};
+    const void* sources[6] = {h.gate.data, h.up.data, h.down.data,
+                              h.gate_bias, h.up_bias, h.down_bias};
+    const uint64_t sizes[6] = {h.gate.rows * h.gate.row_bytes, h.up.rows * h.up.row_bytes,
+                               h.down.rows * h.down.row_bytes, h.gate.rows * sizeof(float),
+                               h.gate.rows * sizeof(float),    spec.hidden_size * sizeof(float)};
+    for (int i = 0; i < 6; ++i) {
+      if (sources[i] == nullptr) continue;
       uint8_t* dst = base + used[h.layer];
-      TANDEM_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, ms[i]->data, bytes, cudaMemcpyHostToDevice),
-                                  "copy of expert weights to the device");
+      TANDEM_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(dst, sources[i], sizes[i], cudaMemcpyHostToDevice),
+          i < 3 ? "copy of expert weights to the device" : "copy of expert biases to the device");
       ptrs[i] = dst;
-      used[h.layer] += align_up(bytes);
+      used[h.layer] += align_up(sizes[i]);
     }
-    layer.experts[h.expert] = kc::DeviceExpert{ptrs[0], ptrs[1], ptrs[2]};
+    TANDEM_CHECK(used[h.layer] <= layer_bytes[h.layer]);
+    kc::DeviceExpert& d = layer.experts[h.expert];
+    d.gate = ptrs[0];
+    d.up = ptrs[1];
+    d.down = ptrs[2];
+    d.gate_bias = static_cast<const float*>(ptrs[3]);
+    d.up_bias = static_cast<const float*>(ptrs[4]);
+    d.down_bias = static_cast<const float*>(ptrs[5]);
   }
   // cudaMemcpy from pageable memory may return before its DMA lands, and the worker's stream
   // does not synchronise with the legacy default stream: wait before any kernel reads them.
@@ -417,6 +516,7 @@ Status CudaExpertWorker::run(const ExpertJob& job) {
   group.gate_type = layer.gate_type;
   group.up_type = layer.up_type;
   group.down_type = layer.down_type;
+  group.activation = activation_;
   group.hidden = hidden;
   group.ffn = ffn_;
   group.n_experts = n_experts;

@@ -14,8 +14,13 @@ Result<ExpertSizes> expert_sizes(const model::Checkpoint& c) {
     const model::LayerWeights& l = layers[i];
     if (!l.moe) continue;
     s.layers.push_back(static_cast<uint32_t>(i));
+    // An expert's rows of the layer's expert-bias tensors, as the floats the CUDA worker holds.
+    uint64_t bias_bytes = 0;
+    for (const model::TensorInfo* t : l.tensors_of(model::RoleUse::kExpertBias)) {
+      if (s.n_experts != 0) bias_bytes += t->n_elements / s.n_experts * sizeof(float);
+    }
     for (uint64_t e = 0; e < s.n_experts; ++e) {
-      uint64_t bytes = 0;
+      uint64_t bytes = bias_bytes;
       for (const model::ExpertWeights* w : {&l.experts_gate, &l.experts_up, &l.experts_down}) {
         if (e < w->n_experts()) bytes += w->expert(e).data.size();
       }

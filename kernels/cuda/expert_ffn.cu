@@ -1,4 +1,4 @@
-// Grouped expert FFN kernels: fused gate/up + SiLU stage, down stage, and the slot-order combine.
+// Grouped expert FFN kernels: fused gate/up + activation stage, down stage, slot-order combine.
 //
 // Layout of a launch: grid.x walks blocks of kTileN output features, grid.y the (expert, row
 // tile) work items of the whole group, so one launch serves every expert of a layer. A block
@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cpu/vector_ops.h"
 #include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/weight_load.cuh"
 
@@ -40,8 +41,11 @@ struct StageParams {
   const DeviceExpert* experts;
   const uint32_t* tiles;
   int n_tiles;
-  const uint32_t* row_input;  // stage 1: x row per row; stage 2: null (row r reads x row r)
-  const float* row_scale;     // stage 2 only; may be null
+  const uint32_t* row_input;       // stage 1: x row per row; stage 2: null (row r reads x row r)
+  const float* row_scale;          // stage 2 only; may be null
+  ExpertFfnActivation activation;  // stage 1 only
+  float oai_alpha;                 // kSwiGluOai's constants (kernels::swiglu_oai_mul's)
+  float oai_limit;
   const float* x;
   float* y;
   int k;  // columns of W = row length of x
@@ -63,7 +67,25 @@ __device__ __forceinline__ void load_x_tile(const StageParams& p, uint32_t r0, u
   xs[m][c] = v;
 }
 
-// Stage 1: y[r] = silu(gate x[r]) * (up x[r]) over ffn outputs (gate and up share one type).
+// v + bias[n], or v without a bias: the order of CpuExpertWorker's add_bias.
+__device__ __forceinline__ float plus_bias(float v, const float* bias, int n) {
+  return bias != nullptr ? v + bias[n] : v;
+}
+
+// The activation of gate result g and up result u (biases included), each step as the CPU's
+// silu_mul / swiglu_oai_mul take it: min and clamp written as std::min / std::clamp compare.
+__device__ __forceinline__ float activate(const StageParams& p, float g, float u) {
+  if (p.activation == ExpertFfnActivation::kSwiGluOai) {
+    const float limit = p.oai_limit;
+    g = limit < g ? limit : g;
+    u = u < -limit ? -limit : (limit < u ? limit : u);
+    return g / (1.0f + expf(p.oai_alpha * -g)) * (u + 1.0f);
+  }
+  return g / (1.0f + expf(-g)) * u;
+}
+
+// Stage 1: y[r] = act(gate x[r] + gate_bias, up x[r] + up_bias) over ffn outputs (gate and up
+// share one type).
 template <TensorType T>
 __global__ void __launch_bounds__(kThreads) gate_up_kernel(StageParams p) {
   __shared__ float xs[kTileM][kTileK];
@@ -100,17 +122,21 @@ __global__ void __launch_bounds__(kThreads) gate_up_kernel(StageParams p) {
     }
     const int n = n0 + local_n;
     if (n < p.n) {
+      const float* gate_bias = p.experts[slot].gate_bias;
+      const float* up_bias = p.experts[slot].up_bias;
       if (static_cast<uint32_t>(m_a) < count) {
-        p.y[static_cast<size_t>(r0 + m_a) * p.n + n] = g_a / (1.0f + expf(-g_a)) * u_a;
+        p.y[static_cast<size_t>(r0 + m_a) * p.n + n] =
+            activate(p, plus_bias(g_a, gate_bias, n), plus_bias(u_a, up_bias, n));
       }
       if (static_cast<uint32_t>(m_b) < count) {
-        p.y[static_cast<size_t>(r0 + m_b) * p.n + n] = g_b / (1.0f + expf(-g_b)) * u_b;
+        p.y[static_cast<size_t>(r0 + m_b) * p.n + n] =
+            activate(p, plus_bias(g_b, gate_bias, n), plus_bias(u_b, up_bias, n));
       }
     }
   }
 }
 
-// Stage 2: y[r] = scale[r] * (down x[r]).
+// Stage 2: y[r] = scale[r] * (down x[r] + down_bias).
 template <TensorType T>
 __global__ void __launch_bounds__(kThreads) down_kernel(StageParams p) {
   __shared__ float xs[kTileM][kTileK];
@@ -139,6 +165,9 @@ __global__ void __launch_bounds__(kThreads) down_kernel(StageParams p) {
     }
     const int n = n0 + local_n;
     if (n < p.n) {
+      const float* down_bias = p.experts[slot].down_bias;
+      a = plus_bias(a, down_bias, n);
+      b = plus_bias(b, down_bias, n);
       if (static_cast<uint32_t>(m_a) < count) {
         const uint32_t r = r0 + m_a;
         p.y[static_cast<size_t>(r) * p.n + n] = p.row_scale != nullptr ? p.row_scale[r] * a : a;
@@ -226,6 +255,11 @@ Status expert_ffn_enqueue(const ExpertFfnGroup& g, void* stream_ptr) {
   if (g.gate_type != g.up_type) {
     return invalid_argument_error("CUDA expert FFN: gate and up must have one type");
   }
+  if (g.activation != ExpertFfnActivation::kSwiGlu &&
+      g.activation != ExpertFfnActivation::kSwiGluOai) {
+    return invalid_argument_error("CUDA expert FFN: unsupported activation " +
+                                  std::to_string(static_cast<int>(g.activation)));
+  }
   // Also refuses unlisted types, naming the supported ones.
   TANDEM_RETURN_IF_ERROR(check_dimension(g.gate_type, g.hidden, "hidden"));
   TANDEM_RETURN_IF_ERROR(check_dimension(g.down_type, g.ffn, "ffn"));
@@ -242,6 +276,9 @@ Status expert_ffn_enqueue(const ExpertFfnGroup& g, void* stream_ptr) {
   p.n_tiles = static_cast<int>(g.n_tiles);
   p.row_input = g.row_input;
   p.row_scale = nullptr;
+  p.activation = g.activation;
+  p.oai_alpha = kSwiGluOaiAlpha;
+  p.oai_limit = kSwiGluOaiLimit;
   p.x = g.x;
   p.y = g.h;
   p.k = static_cast<int>(g.hidden);

@@ -1,4 +1,4 @@
-// Grouped expert FFN on a CUDA device: SwiGLU MLPs of several experts in one launch per stage.
+// Grouped expert FFN on a CUDA device: SwiGLU MLPs (biased, clamped) of many experts per launch.
 #pragma once
 
 #include <cstddef>
@@ -13,14 +13,28 @@ namespace tandem::kernels::cuda {
 // (cuda_weight_types.h), dequantized in-kernel to exactly the floats of kernels::dequantize().
 bool expert_ffn_supports(TensorType type);
 
+// The nonlinearity between the gate/up and the down stage, for gate result g and up result u
+// (biases included). The kernels' own enum: a caller maps its model's activation to it.
+//  kSwiGlu:    h = g / (1 + exp(-g)) * u (silu(g) * u).
+//  kSwiGluOai: GPT-OSS's clamped SwiGLU with kernels::swiglu_oai_mul's constants (alpha 1.702,
+//              limit 7): g' = min(g, 7), u' = clamp(u, -7, 7), h = g' / (1 + exp(alpha * -g'))
+//              * (u' + 1), in that order.
+enum class ExpertFfnActivation { kSwiGlu, kSwiGluOai };
+
 // One expert's three matrices in device memory, each in the ggml/torch row layout of
 // kernels::WeightMatrix (row r at r * tensor_type_bytes(type, cols)): gate and up [ffn x hidden],
-// down [hidden x ffn]. Device pointers; the caller owns the allocations, aligned to the type's
-// CudaWeightType::alignment (at most 4 bytes; cudaMalloc gives 256).
+// down [hidden x ffn], and its optional float biases (null = none): gate_bias and up_bias [ffn],
+// added to the gate and up results before the activation, down_bias [hidden], added to the down
+// result before the row scale. Device pointers; the caller owns the allocations, the matrices
+// aligned to the type's CudaWeightType::alignment (at most 4 bytes; cudaMalloc gives 256), the
+// biases to 4 bytes.
 struct DeviceExpert {
   const void* gate = nullptr;
   const void* up = nullptr;
   const void* down = nullptr;
+  const float* gate_bias = nullptr;
+  const float* up_bias = nullptr;
+  const float* down_bias = nullptr;
 };
 
 // A group of experts of one layer and the rows routed to each. Every pointer below is a DEVICE
@@ -34,6 +48,7 @@ struct ExpertFfnGroup {
   TensorType gate_type = TensorType::kF32;
   TensorType up_type = TensorType::kF32;
   TensorType down_type = TensorType::kF32;
+  ExpertFfnActivation activation = ExpertFfnActivation::kSwiGlu;
   size_t hidden = 0;
   size_t ffn = 0;
   size_t n_experts = 0;                   // experts in the group (slots)
@@ -62,13 +77,17 @@ inline size_t max_expert_ffn_tiles(size_t n_rows, size_t n_experts) {
 }
 
 // Enqueues on `stream` (a cudaStream_t passed as void*; null = the default stream):
-//   stage 1, one launch over all (tile, ffn block) pairs: h[r] = silu(gate x) * (up x)
-//   stage 2, one launch over all (tile, hidden block) pairs: out[r] = scale[r] * down h[r]
-// Weights are dequantized in-kernel; arithmetic is float. Asynchronous: errors of the kernels
-// themselves show up at the next synchronisation. INVALID_ARGUMENT for an unsupported type or
-// inconsistent sizes (hidden/ffn 0, a dimension that is not a whole number of its type's blocks:
-// hidden for gate/up, ffn for down, e.g. a multiple of 32 for Q8_0, of 256 for Q4_K); INTERNAL with
-// the CUDA error when a launch is refused. Any host thread that owns the stream.
+//   stage 1, one launch over all (tile, ffn block) pairs:
+//     h[r] = act(gate x + gate_bias, up x + up_bias)  (act: group.activation)
+//   stage 2, one launch over all (tile, hidden block) pairs:
+//     out[r] = scale[r] * (down h[r] + down_bias)
+// (a missing bias adds nothing). Weights are dequantized in-kernel; arithmetic is float, each bias
+// added to the finished dot product as CpuExpertWorker adds it. Asynchronous: errors of the
+// kernels themselves show up at the next synchronisation. INVALID_ARGUMENT for an unsupported
+// activation, an unsupported type or inconsistent sizes (hidden/ffn 0, a dimension that is not a
+// whole number of its type's blocks: hidden for gate/up, ffn for down, e.g. a multiple of 32 for
+// Q8_0, of 256 for Q4_K); INTERNAL with the CUDA error when a launch is refused. Any host thread
+// that owns the stream.
 Status expert_ffn_enqueue(const ExpertFfnGroup& group, void* stream);
 
 // Optional combine, for callers that want token rows rather than pair rows: for each token t,

@@ -144,6 +144,26 @@ TEST_CASE("expert sizes come from the tensor types (gguf-py's byte counts)", "[p
   CHECK(expert_sizes(q8)->bytes[0] == 3 * (32 * 64 / 32) * 34);
 }
 
+TEST_CASE("expert sizes of GPT-OSS count each expert's biases as float", "[placement]") {
+  const model::Checkpoint c =
+      open(std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/tiny-gpt-oss-f32.gguf");
+  const model::ModelSpec& spec = *c.spec;
+  REQUIRE(spec.expert_bias);
+  Result<ExpertSizes> s = expert_sizes(c);
+  REQUIRE(s.ok());
+  REQUIRE(!s->layers.empty());
+  for (size_t row = 0; row < s->layers.size(); ++row) {
+    const model::LayerWeights& l = c.weights->layers[s->layers[row]];
+    for (uint64_t e = 0; e < s->n_experts; ++e) {
+      const uint64_t matrices = l.experts_gate.expert(e).data.size() +
+                                l.experts_up.expert(e).data.size() +
+                                l.experts_down.expert(e).data.size();
+      INFO("layer " << s->layers[row] << " expert " << e);
+      CHECK(s->at(row, e) == matrices + (2 * spec.expert_ffn_size + spec.hidden_size) * 4);
+    }
+  }
+}
+
 TEST_CASE("expert sizes of HF checkpoints: float32 vs bfloat16", "[placement]") {
   // config.json: hidden 64, moe_intermediate 32, per expert gate + up + down of 32 x 64 values.
   const model::Checkpoint f32 = open(kFixtures + "hf/qwen3_moe");
