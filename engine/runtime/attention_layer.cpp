@@ -1,9 +1,11 @@
-// ModelRunner::attention_block: norms, Q/K/V projections, Q/K norm, RoPE, KV append, per-sequence
-// causal GQA attention through each cache's block table, output projection and residual add.
+// CpuDenseExecutor's GQA attention half: norms, Q/K/V projections, Q/K norm, RoPE, KV append,
+// per-sequence causal attention through each cache's block table, output projection and residual
+// add; and the attention step it shares with MLA (attend).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "engine/runtime/cpu_dense_executor.h"
 #include "engine/runtime/model_runner.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/rms_norm.h"
@@ -26,15 +28,15 @@ void add_bias(std::vector<float>& y, size_t n_tokens, const std::vector<float>& 
 
 }  // namespace
 
-void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> batch) {
+void CpuDenseExecutor::gqa_attention(size_t layer) {
   const PreparedLayer& L = weights_.layers[layer];
-  const size_t n = n_tokens_;
+  const size_t n = n_;
   const size_t hidden = spec_.hidden_size;
   const size_t q_dim = spec_.q_dim();
   const size_t kv_dim = spec_.kv_dim();
   const size_t head_dim = spec_.head_dim;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
-  ThreadPool* pool = pool_.get();
+  ThreadPool* pool = pool_;
 
   kernels::rms_norm(x_, L.vector(R::kAttnNorm), eps, n, hidden, h_);
   std::span<const float> h(h_.data(), n * hidden);
@@ -62,14 +64,7 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   kernels::rope(q, n, spec_.n_heads, positions_, rope);
   kernels::rope(k, n, spec_.n_kv_heads, positions_, rope);
 
-  // Append K/V to each sequence's cache (rows start_pos .. start_pos + n_s - 1).
-  for (size_t s = 0; s < batch.size(); ++s) {
-    const SequenceInput& seq = batch[s];
-    const size_t ns = seq.tokens.size();
-    seq.cache->write(layer, seq.start_pos,
-                     std::span<const float>(k_.data() + token_offset_[s] * kv_dim, ns * kv_dim),
-                     std::span<const float>(v_.data() + token_offset_[s] * kv_dim, ns * kv_dim));
-  }
+  write_kv(layer, k_, &v_, kv_dim);
 
   kernels::AttentionConfig cfg;
   cfg.n_heads = spec_.n_heads;
@@ -78,7 +73,7 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   cfg.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   cfg.window = static_cast<size_t>(spec_.attention_window(layer));
   cfg.sinks = L.vector(R::kAttnSinks);
-  attend(layer, batch, cfg, q_, attn_);
+  attend(layer, cfg, q_, attn_);
 
   std::span<float> o(tmp_.data(), n * hidden);
   experts::pooled_matmul(pool, L.matrix(R::kAttnO), std::span<const float>(attn_.data(), n * q_dim),
@@ -88,12 +83,12 @@ void ModelRunner::attention_block(size_t layer, std::span<const SequenceInput> b
   kernels::add(x, o, x);
 }
 
-void ModelRunner::attend(size_t layer, std::span<const SequenceInput> batch,
-                         const kernels::AttentionConfig& cfg, const std::vector<float>& q,
-                         std::vector<float>& out) {
+void CpuDenseExecutor::attend(size_t layer, const kernels::AttentionConfig& cfg,
+                              const std::vector<float>& q, std::vector<float>& out) {
+  const std::span<const SequenceInput> batch = seqs_;
   const size_t q_dim = cfg.n_heads * cfg.head_dim;
   const size_t out_dim = cfg.n_heads * (cfg.value_dim != 0 ? cfg.value_dim : cfg.head_dim);
-  ThreadPool* pool = pool_.get();
+  ThreadPool* pool = pool_;
   std::vector<kernels::KvBlocks> kvs(batch.size());
   for (size_t s = 0; s < batch.size(); ++s) {
     kvs[s] = batch[s].cache->blocks(layer, batch[s].start_pos + batch[s].tokens.size());

@@ -63,7 +63,7 @@ class CudaDenseExecutor final : public DenseExecutor {
 
   const CudaDenseInfo& info() const { return info_; }
 
-  KvPool& pool() override { return *pool_; }
+  KvPool* mirrored_pool() override { return pool_; }
   size_t max_batch_tokens() const override { return info_.max_batch_tokens; }
   Status begin(const DenseBatch& batch) override;
   Status attention(size_t layer) override;

@@ -1,6 +1,7 @@
 // DenseExecutor: the interface through which ModelRunner runs the dense parts of its forward pass
-// (attention, norms, router, shared experts, dense FFNs, the head) on another device, layer by
-// layer, while routing and the routed experts stay on the host.
+// (attention, norms, router, shared experts, dense FFNs, the head) layer by layer, on the host
+// (CpuDenseExecutor) or on a device (CudaDenseExecutor), while routing and the routed experts
+// stay with the runner. One layer loop drives either.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 
 #include "base/status.h"
 #include "engine/model/model_spec.h"
+#include "engine/runtime/batch.h"
 #include "engine/runtime/kv_block_allocator.h"
 #include "engine/runtime/paged_kv_cache.h"
 
@@ -29,11 +31,16 @@ struct DenseSequence {
 };
 
 // The batch of one forward pass as the executor sees it. Every span is the caller's and valid only
-// during begin(); the executor copies what it keeps. Tokens are in batch order (all of sequence
-// 0's, then sequence 1's, ...). int32 arrays are laid out as kernels::cuda::DeviceAttentionBatch
-// wants them, so a device executor can upload them as they are.
+// during begin(), except `host`, valid until the pass ends; the executor copies what it keeps.
+// Tokens are in batch order (all of sequence 0's, then sequence 1's, ...). int32 arrays are laid
+// out as kernels::cuda::DeviceAttentionBatch wants them, so a device executor can upload them as
+// they are. kv_slots, table_begin, tables and the seqs' table fields are filled only for an
+// executor with a mirrored pool (empty / 0 otherwise).
 struct DenseBatch {
   size_t n_tokens = 0;
+  // The sequences with their host KV caches (prepared for positions [0, start_pos + n_tokens)):
+  // an executor without a mirrored pool writes and reads K/V through them.
+  std::span<const SequenceInput> host;
   std::span<const float> x;              // [n_tokens x hidden]: the token embeddings
   std::span<const int32_t> positions;    // [n_tokens]: each token's position in its sequence
   std::span<const int32_t> token_seq;    // [n_tokens]: each token's sequence index
@@ -43,24 +50,28 @@ struct DenseBatch {
   std::span<const DenseSequence> seqs;   // [n_seqs]
 };
 
-// Runs one forward pass's dense work for ModelRunner on a device that keeps the residual stream
-// x [n_tokens x hidden] and a mirror of the host KvPool (same n_layers, kv_dim, block_tokens,
-// n_blocks; blocks addressed by the same ids), filled only through this interface. Per pass the
-// runner calls, in this order:
+// Runs one forward pass's dense work for ModelRunner. The executor keeps the residual stream
+// x [n_tokens x hidden]. Its K/V live either in the sequences' own caches (DenseBatch::host: the
+// host executor) or in a mirror of the host KvPool (same n_layers, kv_dim, block_tokens, n_blocks;
+// blocks addressed by the same ids), filled only through this interface (a device executor). Per
+// pass the runner calls, in this order:
 //   begin(batch)
 //   per layer l: attention(l), then dense_ffn(l) for a dense layer, or for a MoE layer
 //     moe_input(l, h, router_logits) -> [host: route + routed experts] -> moe_output(l, moe_sum)
 //   logits(rows, out)
 // with copy_block(src, dst) possibly called between passes (from KvPool's copy hook when
-// PagedKvCache::prepare_write copies a shared block: copy-on-write) and before begin().
+// PagedKvCache::prepare_write copies a shared block: copy-on-write) and before begin(), for an
+// executor with a mirrored pool.
 //
-// Arithmetic is ModelRunner's (see model_runner.h): a layer's attention is
+// Arithmetic: the host executor's (cpu_dense_executor.h) is the reference every device executor
+// is tested against. A layer's attention (GQA) is
 //   h = rmsnorm(x) * attn_norm; q,k,v = h W^T (+ bias); Q/K norm; RoPE at positions; K/V rows
-//   written at kv_slots; causal GQA attention per sequence through its block table;
-//   x += attn W_o^T
-// dense_ffn: x += swiglu(rmsnorm(x) * ffn_norm); moe_input: h = rmsnorm(x) * ffn_norm and the
-// router's float logits h W_r^T; moe_output: ffn = moe_sum [+ sigmoid(h w_g) * shared(h)];
-// x += ffn; logits: (rmsnorm(x[rows]) * output_norm) W_lm^T.
+//   written at each token's position (kv_slots in a mirror); causal attention per sequence
+//   through its block table (sinks, window where the model has them); x += attn W_o^T (+ bias)
+// or MLA's absorbed form (mla_attention_layer.cpp); dense_ffn: x += swiglu(rmsnorm(x) *
+// ffn_norm); moe_input: h = rmsnorm(x) * ffn_norm and the router's float logits h W_r^T (+ bias);
+// moe_output: ffn = moe_sum [+ (sigmoid(h w_g) *) shared(h)]; x += ffn; logits:
+// (rmsnorm(x[rows]) * output_norm) W_lm^T.
 //
 // Errors: any call may fail (INTERNAL with the device error, INVALID_ARGUMENT for a batch beyond
 // max_batch_tokens() or shaped for another model). After a failed call the pass is over: x and
@@ -68,22 +79,24 @@ struct DenseBatch {
 // an expert-worker error leaves them in ModelRunner::forward; the next begin() starts afresh.
 // copy_block errors leave the destination block undefined.
 //
-// Ownership and threads: the runner owns the executor (ModelRunner::set_dense_executor). The host
-// KvPool it mirrors must outlive every call (an executor's destructor does not touch it, so a
-// Scheduler may destroy its pool before its runner). All calls come from one thread at a time
+// Ownership and threads: the runner owns the executor (its CpuDenseExecutor, or the one given to
+// ModelRunner::set_dense_executor). The host KvPool a device executor mirrors must outlive every
+// call (an executor's destructor does not touch it, so a Scheduler may destroy its pool before
+// its runner). All calls come from one thread at a time
 // (the runner's forward thread: the scheduler's loop).
-// Why `spec` cannot run on a dense executor ("" when it can): its layers' KV would have to live
-// outside the mirrored pool (sliding-window rings) or its attention is not implemented there
+// Why `spec` cannot run on a device dense executor ("" when it can): its layers' KV would have to
+// live outside the mirrored pool (sliding-window rings) or its attention is not implemented there
 // (MLA). ModelRunner::set_dense_executor refuses such models with this reason; tandemd keeps their
-// dense parts on the CPU when runtime.dense_device is auto.
+// dense parts on the CPU (the host executor runs every model) when runtime.dense_device is auto.
 std::string dense_executor_unsupported(const model::ModelSpec& spec);
 
 class DenseExecutor {
  public:
   virtual ~DenseExecutor() = default;
 
-  // The host pool whose blocks this executor mirrors: forward accepts only PagedKvCaches of it.
-  virtual KvPool& pool() = 0;
+  // The host pool whose blocks this executor mirrors (forward then accepts only PagedKvCaches of
+  // it), or null for an executor that uses the sequences' own caches (DenseBatch::host).
+  virtual KvPool* mirrored_pool() = 0;
   // The most tokens one pass may hold (scratch is sized for it).
   virtual size_t max_batch_tokens() const = 0;
 
@@ -94,7 +107,9 @@ class DenseExecutor {
   // The FFN half of a dense (non-MoE) layer, residual included.
   virtual Status dense_ffn(size_t layer) = 0;
   // The FFN input of a MoE layer: h [n_tokens x hidden] (normed x) and router_logits [n_tokens x
-  // n_experts], both written to the host spans (exact sizes) before returning.
+  // n_experts] (router bias included), both written to the host spans (exact sizes) before
+  // returning. The caller keeps h unchanged until moe_output(layer) returns: an executor may read
+  // it there (the host executor's shared expert does).
   virtual Status moe_input(size_t layer, std::span<float> h, std::span<float> router_logits) = 0;
   // Finishes a MoE layer with the routed experts' sum moe_sum [n_tokens x hidden] (host): adds
   // the shared expert (gated when the model has a gate) and the residual. moe_sum is read before

@@ -1,4 +1,4 @@
-// ModelRunner::mla_attention_block: DeepSeek's multi-head latent attention in the absorbed form.
+// CpuDenseExecutor::mla_attention: DeepSeek's multi-head latent attention in the absorbed form.
 // The cache holds one row per token, [rmsnorm(c_kv) | rope(k_pe)] (kv_lora_rank + qk_rope
 // floats), shared by every head; values are its first kv_lora_rank floats. Each head's query is
 // [k_b q_nope | rope(q_pe)], so a score is q_nope . (W_k c_kv) + q_pe . k_pe without ever
@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/runtime/cpu_dense_executor.h"
 #include "engine/runtime/model_runner.h"
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/matmul.h"
@@ -62,10 +63,10 @@ void per_head_matmul(ThreadPool* pool, std::span<const kernels::WeightMatrix> w,
 
 }  // namespace
 
-void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInput> batch) {
+void CpuDenseExecutor::mla_attention(size_t layer) {
   const PreparedLayer& L = weights_.layers[layer];
   const model::MlaSpec& m = spec_.mla;
-  const size_t n = n_tokens_;
+  const size_t n = n_;
   const size_t hidden = spec_.hidden_size;
   const size_t heads = spec_.n_heads;
   const size_t lora = m.kv_lora_rank;
@@ -75,7 +76,7 @@ void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInpu
   const size_t row = m.cache_row();  // = spec_.head_dim
   const size_t v_head = m.v_head_dim;
   const float eps = static_cast<float>(spec_.rms_norm_eps);
-  ThreadPool* pool = pool_.get();
+  ThreadPool* pool = pool_;
 
   kernels::rms_norm(x_, L.vector(R::kAttnNorm), eps, n, hidden, h_);
   std::span<const float> h(h_.data(), n * hidden);
@@ -124,12 +125,7 @@ void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInpu
   per_head_matmul(pool, L.k_b, mla_q_.data(), heads * q_head, q_head, q_abs.data(), heads * row,
                   row, n, mode_);
 
-  for (size_t s = 0; s < batch.size(); ++s) {
-    const SequenceInput& seq = batch[s];
-    const size_t ns = seq.tokens.size();
-    seq.cache->write(layer, seq.start_pos,
-                     std::span<const float>(k_.data() + token_offset_[s] * row, ns * row), {});
-  }
+  write_kv(layer, k_, nullptr, row);
 
   kernels::AttentionConfig cfg;
   cfg.n_heads = heads;
@@ -138,7 +134,7 @@ void ModelRunner::mla_attention_block(size_t layer, std::span<const SequenceInpu
   cfg.value_dim = lora;
   cfg.scale = static_cast<float>(spec_.attn_scale);
   attn_.resize(n * heads * lora);
-  attend(layer, batch, cfg, q_abs, attn_);
+  attend(layer, cfg, q_abs, attn_);
 
   // Each head's latent output back to its value space, then the output projection.
   mla_heads_.resize(n * heads * v_head);

@@ -1,5 +1,5 @@
-// ModelRunner: set-up, batch validation, the layer loop (on the CPU or through a DenseExecutor),
-// the FFN/MoE block and the logits.
+// ModelRunner: set-up, batch validation, the layer loop through a DenseExecutor (the CPU one or a
+// device one) with routing and the routed experts between its MoE halves, and the logits rows.
 #include "engine/runtime/model_runner.h"
 
 #include <algorithm>
@@ -9,8 +9,6 @@
 #include <utility>
 
 #include "engine/runtime/paged_kv_cache.h"
-#include "kernels/cpu/rms_norm.h"
-#include "kernels/cpu/vector_ops.h"
 
 namespace tandem::runtime {
 
@@ -103,6 +101,8 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
                                                            options.interleave_experts));
   r->moe_ = std::make_unique<experts::MoeLayer>(
       std::vector<experts::ExpertWorker*>{r->cpu_worker_.get()});
+  r->cpu_dense_ =
+      std::make_unique<CpuDenseExecutor>(r->spec_, r->weights_, r->pool_.get(), r->mode_);
   return r;
 }
 
@@ -153,7 +153,11 @@ Status ModelRunner::set_dense_executor(std::unique_ptr<DenseExecutor> executor) 
   if (const std::string why = dense_executor_unsupported(spec_); !why.empty()) {
     return unimplemented_error(why);
   }
-  KvPool& pool = executor->pool();
+  if (executor->mirrored_pool() == nullptr) {
+    return invalid_argument_error(
+        "set_dense_executor takes a device executor (one that mirrors a KV pool)");
+  }
+  KvPool& pool = *executor->mirrored_pool();
   if (pool.n_layers() != spec_.n_layers || pool.kv_dim() != spec_.kv_dim() ||
       pool.keys_only() != (spec_.kv_value_dim() == 0)) {
     return invalid_argument_error("the dense executor's KV pool is shaped for another model");
@@ -208,7 +212,7 @@ Status ModelRunner::validate_dense(std::span<const SequenceInput> batch) const {
   size_t n = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const auto* paged = dynamic_cast<const PagedKvCache*>(batch[s].cache);
-    if (paged == nullptr || &paged->pool() != &dense_->pool()) {
+    if (paged == nullptr || &paged->pool() != dense_->mirrored_pool()) {
       return invalid_argument_error("sequence " + std::to_string(s) +
                                     ": the dense executor needs a paged KV cache of its pool");
     }
@@ -244,13 +248,6 @@ Status ModelRunner::forward(std::span<const SequenceInput> batch, ForwardOutput&
   n_tokens_ = n;
   const size_t hidden = spec_.hidden_size;
   x_.resize(n * hidden);
-  h_.resize(n * hidden);
-  tmp_.resize(n * hidden);
-  q_.resize(n * spec_.q_dim());
-  attn_.resize(n * spec_.q_dim());
-  k_.resize(n * spec_.kv_dim());
-  v_.resize(n * spec_.kv_dim());
-
   for (size_t s = 0; s < batch.size(); ++s) {
     for (size_t i = 0; i < batch[s].tokens.size(); ++i) {
       std::span<float> row(x_.data() + (token_offset_[s] + i) * hidden, hidden);
@@ -261,133 +258,84 @@ Status ModelRunner::forward(std::span<const SequenceInput> batch, ForwardOutput&
   out.routing.clear();
   if (options.record_routing) out.routing.resize(spec_.n_layers);
   moe_->reset_worker_seconds();
-  if (dense_ != nullptr) {
-    TANDEM_RETURN_IF_ERROR(forward_dense(batch, out, options.record_routing));
-  } else {
-    const bool mla = spec_.attention == model::AttentionKind::kMla;
-    for (size_t l = 0; l < spec_.n_layers; ++l) {
-      if (mla) {
-        mla_attention_block(l, batch);
-      } else {
-        attention_block(l, batch);
-      }
-      TANDEM_RETURN_IF_ERROR(ffn_block(l, out, options.record_routing));
-    }
-    for (const SequenceInput& seq : batch) {
-      seq.cache->set_length(seq.start_pos + seq.tokens.size());
-    }
-    plan_logits(batch, out);
-    compute_logits(out);
-  }
+  DenseExecutor& executor = dense_ != nullptr ? *dense_ : *cpu_dense_;
+  TANDEM_RETURN_IF_ERROR(run_layers(executor, batch, out, options.record_routing));
   const std::span<const double> seconds = moe_->worker_seconds();
   out.expert_seconds.assign(seconds.begin(), seconds.end());
   return Status();
 }
 
-Status ModelRunner::forward_dense(std::span<const SequenceInput> batch, ForwardOutput& out,
-                                  bool record) {
+DenseBatch ModelRunner::dense_batch(std::span<const SequenceInput> batch, bool mirrored) {
   const size_t n = n_tokens_;
-  const size_t hidden = spec_.hidden_size;
-  token_seq_.resize(n);
-  kv_slots_.resize(n);
-  table_begin_.resize(batch.size());
   dense_seqs_.resize(batch.size());
+  token_seq_.clear();
+  kv_slots_.clear();
+  table_begin_.clear();
   tables_.clear();
   for (size_t s = 0; s < batch.size(); ++s) {
-    const auto& cache = static_cast<const PagedKvCache&>(*batch[s].cache);
-    const size_t bt = cache.pool().block_tokens();
     const size_t ns = batch[s].tokens.size();
-    const size_t end = batch[s].start_pos + ns;
-    const std::span<const BlockId> table = cache.block_table().first((end + bt - 1) / bt);
-    DenseSequence& d = dense_seqs_[s];
-    d = DenseSequence{token_offset_[s], ns, batch[s].start_pos, tables_.size(), table.size()};
-    table_begin_[s] = static_cast<int32_t>(tables_.size());
-    tables_.insert(tables_.end(), table.begin(), table.end());
-    for (size_t i = 0; i < ns; ++i) {
-      const size_t p = batch[s].start_pos + i;
-      token_seq_[d.first_token + i] = static_cast<int32_t>(s);
-      kv_slots_[d.first_token + i] =
-          static_cast<int32_t>(static_cast<size_t>(table[p / bt]) * bt + p % bt);
+    dense_seqs_[s] = DenseSequence{token_offset_[s], ns, batch[s].start_pos, 0, 0};
+  }
+  if (mirrored) {
+    token_seq_.resize(n);
+    kv_slots_.resize(n);
+    table_begin_.resize(batch.size());
+    for (size_t s = 0; s < batch.size(); ++s) {
+      const auto& cache = static_cast<const PagedKvCache&>(*batch[s].cache);
+      const size_t bt = cache.pool().block_tokens();
+      DenseSequence& d = dense_seqs_[s];
+      const std::span<const BlockId> table =
+          cache.block_table().first((d.start_pos + d.n_tokens + bt - 1) / bt);
+      d.table_begin = tables_.size();
+      d.table_size = table.size();
+      table_begin_[s] = static_cast<int32_t>(tables_.size());
+      tables_.insert(tables_.end(), table.begin(), table.end());
+      for (size_t i = 0; i < d.n_tokens; ++i) {
+        const size_t p = d.start_pos + i;
+        token_seq_[d.first_token + i] = static_cast<int32_t>(s);
+        kv_slots_[d.first_token + i] =
+            static_cast<int32_t>(static_cast<size_t>(table[p / bt]) * bt + p % bt);
+      }
     }
   }
   DenseBatch db;
   db.n_tokens = n;
-  db.x = std::span<const float>(x_.data(), n * hidden);
+  db.host = batch;
+  db.x = std::span<const float>(x_.data(), n * spec_.hidden_size);
   db.positions = positions_;
   db.token_seq = token_seq_;
   db.kv_slots = kv_slots_;
   db.table_begin = table_begin_;
   db.tables = tables_;
   db.seqs = dense_seqs_;
-  TANDEM_RETURN_IF_ERROR(dense_->begin(db));
+  return db;
+}
+
+Status ModelRunner::run_layers(DenseExecutor& e, std::span<const SequenceInput> batch,
+                               ForwardOutput& out, bool record) {
+  const size_t n = n_tokens_;
+  const size_t hidden = spec_.hidden_size;
   const size_t n_experts = spec_.n_experts;
+  TANDEM_RETURN_IF_ERROR(e.begin(dense_batch(batch, e.mirrored_pool() != nullptr)));
   for (size_t l = 0; l < spec_.n_layers; ++l) {
-    TANDEM_RETURN_IF_ERROR(dense_->attention(l));
+    TANDEM_RETURN_IF_ERROR(e.attention(l));
     if (!weights_.layers[l].moe) {
-      TANDEM_RETURN_IF_ERROR(dense_->dense_ffn(l));
+      TANDEM_RETURN_IF_ERROR(e.dense_ffn(l));
       continue;
     }
+    h_.resize(n * hidden);
     router_.resize(n * n_experts);
-    std::span<float> h(h_.data(), n * hidden);
-    TANDEM_RETURN_IF_ERROR(dense_->moe_input(l, h, router_));
+    moe_sum_.resize(n * hidden);
+    TANDEM_RETURN_IF_ERROR(e.moe_input(l, h_, router_));
     experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_,
                    weights_.layers[l].vector(R::kRouterSelectionBias));
     if (record) out.routing[l] = routing_;
-    std::span<float> ffn(tmp_.data(), n * hidden);
-    TANDEM_RETURN_IF_ERROR(moe_->run(l, n_experts, h, n, hidden, routing_, expert_map_, ffn));
-    TANDEM_RETURN_IF_ERROR(dense_->moe_output(l, ffn));
+    TANDEM_RETURN_IF_ERROR(moe_->run(l, n_experts, h_, n, hidden, routing_, expert_map_, moe_sum_));
+    TANDEM_RETURN_IF_ERROR(e.moe_output(l, moe_sum_));
   }
   plan_logits(batch, out);
-  TANDEM_RETURN_IF_ERROR(dense_->logits(logit_rows_, out.logits));
+  TANDEM_RETURN_IF_ERROR(e.logits(logit_rows_, out.logits));
   for (const SequenceInput& seq : batch) seq.cache->set_length(seq.start_pos + seq.tokens.size());
-  return Status();
-}
-
-Status ModelRunner::ffn_block(size_t layer, ForwardOutput& out, bool record) {
-  const PreparedLayer& L = weights_.layers[layer];
-  const size_t n = n_tokens_;
-  const size_t hidden = spec_.hidden_size;
-  const float eps = static_cast<float>(spec_.rms_norm_eps);
-  ThreadPool* pool = pool_.get();
-  kernels::rms_norm(x_, L.vector(R::kFfnNorm), eps, n, hidden, h_);
-  std::span<const float> h(h_.data(), n * hidden);
-  std::span<float> ffn(tmp_.data(), n * hidden);
-  if (!L.moe) {
-    experts::swiglu_mlp(pool, L.matrix(R::kDenseGate), L.matrix(R::kDenseUp),
-                        L.matrix(R::kDenseDown), h, n, ffn, mode_, scratch_);
-  } else {
-    const size_t n_experts = spec_.n_experts;
-    router_.resize(n * n_experts);
-    experts::pooled_matmul(pool, L.matrix(R::kRouter), h, n, router_,
-                           kernels::MatmulActivations::kFloat, scratch_);
-    if (!L.vector(R::kRouterBias).empty()) {
-      for (size_t t = 0; t < n; ++t) {
-        std::span<float> row(router_.data() + t * n_experts, n_experts);
-        kernels::add(row, L.vector(R::kRouterBias), row);
-      }
-    }
-    experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_,
-                   L.vector(R::kRouterSelectionBias));
-    if (record) out.routing[layer] = routing_;
-    TANDEM_RETURN_IF_ERROR(moe_->run(layer, n_experts, h, n, hidden, routing_, expert_map_, ffn));
-    if (L.has(R::kSharedGate)) {
-      shared_out_.resize(n * hidden);
-      experts::swiglu_mlp(pool, L.matrix(R::kSharedGate), L.matrix(R::kSharedUp),
-                          L.matrix(R::kSharedDown), h, n, shared_out_, mode_, scratch_);
-      if (L.has(R::kSharedExpertGate)) {
-        gate_.resize(n);
-        experts::pooled_matmul(pool, L.matrix(R::kSharedExpertGate), h, n, gate_,
-                               kernels::MatmulActivations::kFloat, scratch_);
-        kernels::sigmoid(gate_, gate_);
-        for (size_t t = 0; t < n; ++t) {
-          kernels::scale(std::span<float>(shared_out_.data() + t * hidden, hidden), gate_[t]);
-        }
-      }
-      kernels::add(ffn, shared_out_, ffn);
-    }
-  }
-  std::span<float> x(x_.data(), n * hidden);
-  kernels::add(x, ffn, x);
   return Status();
 }
 
@@ -408,20 +356,6 @@ void ModelRunner::plan_logits(std::span<const SequenceInput> batch, ForwardOutpu
     }
   }
   out.logits.resize(logit_rows_.size() * out.n_vocab);
-}
-
-void ModelRunner::compute_logits(ForwardOutput& out) {
-  const size_t hidden = spec_.hidden_size;
-  const size_t rows = logit_rows_.size();
-  if (rows == 0) return;
-  for (size_t i = 0; i < rows; ++i) {
-    std::copy_n(x_.data() + static_cast<size_t>(logit_rows_[i]) * hidden, hidden,
-                h_.data() + i * hidden);
-  }
-  std::span<float> hr(h_.data(), rows * hidden);
-  kernels::rms_norm(hr, weights_.output_norm, static_cast<float>(spec_.rms_norm_eps), rows, hidden,
-                    hr);
-  experts::pooled_matmul(pool_.get(), weights_.lm_head, hr, rows, out.logits, mode_, scratch_);
 }
 
 }  // namespace tandem::runtime

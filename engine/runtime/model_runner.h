@@ -1,5 +1,5 @@
-// ModelRunner: the CPU forward pass of a MoE model (Qwen3-MoE, Qwen2-MoE, Mixtral, OLMoE) over a
-// batch of sequences, with per-sequence KV caches.
+// ModelRunner: the forward pass of a MoE model over a batch of sequences with per-sequence KV
+// caches: one layer loop that drives a dense executor (CPU or device) and the MoE layer's workers.
 #pragma once
 
 #include <algorithm>
@@ -13,11 +13,11 @@
 #include "engine/experts/experts.h"
 #include "engine/model/model.h"
 #include "engine/runtime/batch.h"
+#include "engine/runtime/cpu_dense_executor.h"
 #include "engine/runtime/dense_executor.h"
 #include "engine/runtime/kv_cache.h"
 #include "engine/runtime/prepared_weights.h"
 #include "engine/runtime/windowed_kv_cache.h"
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/rope.h"
 
 namespace tandem::runtime {
@@ -41,26 +41,19 @@ struct RunnerOptions {
   bool interleave_dense = true;
 };
 
-// The forward pass, per layer, over all tokens of the batch at once except attention:
-//   x = embed(tokens)
-//   h = rmsnorm(x) * attn_norm; q,k,v = h W^T (+ bias); Q/K RMSNorm per head or over the whole
-//   projection (before RoPE); RoPE at each token's position; K/V appended to the sequence's
-//   cache; causal GQA attention per sequence (threads split the (sequence, head) pairs);
-//   x += attn W_o^T
-//   h = rmsnorm(x) * ffn_norm; MoE: router (float) -> softmax -> top-k (-> renormalise) ->
-//   MoeLayer (experts grouped per expert, one matmul each) [+ sigmoid(h w_g) * shared expert];
-//   dense layers: SwiGLU FFN; x += ffn
-//   logits = (rmsnorm(x) * output_norm) W_lm^T for the requested positions.
-// Every kernel computes each output element on one thread with the same arithmetic whatever the
-// thread count or batch composition, so results are bit-identical across thread counts, and a
-// sequence's logits do not depend on the other sequences of its batch.
-//
-// With a DenseExecutor (set_dense_executor), everything but the token embedding, routing and the
-// routed experts runs on the executor's device: the runner embeds on the host, then per layer calls
-// the executor, pulling h and the router logits of MoE layers to the host for experts::route and
-// the MoE executor (CPU and CUDA expert workers) and handing the expert sum back. KV then lives
-// in the executor's mirror of the scheduler's KvPool, addressed by the PagedKvCaches' block
-// tables; the host pool's rows are not written.
+// The forward pass over all tokens of the batch at once, one layer loop for every device:
+//   x = embed(tokens)                                      (host)
+//   per layer: attention half                              (dense executor)
+//     MoE layer: h, router logits = moe_input              (dense executor)
+//                route (experts::route), routed experts (experts::MoeLayer: CPU and CUDA
+//                workers)                                  (host)
+//                x += moe_sum [+ shared expert] = moe_output (dense executor)
+//     dense layer: x += swiglu FFN                         (dense executor)
+//   logits = (rmsnorm(x) * output_norm) W_lm^T for the requested positions (dense executor)
+// The dense executor is the runner's CpuDenseExecutor (kernels/cpu, K/V in the sequences' own
+// caches; the recipe is in cpu_dense_executor.h) unless set_dense_executor gave it a device one,
+// whose K/V live in its mirror of the scheduler's KvPool, addressed by the PagedKvCaches' block
+// tables (the host pool's rows are then not written).
 //
 // Threads: the runner owns its ThreadPool. forward() is called from one thread at a time (the
 // scheduler's loop). The spec is copied; the weights (and the checkpoint that maps them) must
@@ -120,14 +113,16 @@ class ModelRunner {
   // measuring. Kept across set_expert_workers. Same thread as forward().
   void set_moe_timings(experts::MoeLayerTimings* timings);
 
-  // Runs the dense parts of every later forward pass on `executor` (null: back to the CPU, whose
-  // KV then no longer matches what the executor wrote). Installs a copy hook on executor->pool()
+  // Runs the dense parts of every later forward pass on the device executor `executor` (one with a
+  // mirrored pool; null: back to the CPU executor, whose KV then no longer matches what the
+  // device executor wrote). Installs a copy hook on executor->pool()
   // so that copy-on-write copies reach the executor's mirror (the hook does nothing once this
   // executor is replaced or the runner is gone). From then on forward() takes only PagedKvCaches
   // of that pool and batches of at most executor->max_batch_tokens() tokens (INVALID_ARGUMENT
   // naming the sequence otherwise). INVALID_ARGUMENT (nothing changes) when the pool is shaped
   // for another model. Same thread as forward().
   Status set_dense_executor(std::unique_ptr<DenseExecutor> executor);
+  // The device executor, null while the dense parts run on the CPU.
   DenseExecutor* dense_executor() { return dense_.get(); }
 
   // What the runner was created from: the checkpoint's weights (non-owning) and their kernel views.
@@ -138,21 +133,14 @@ class ModelRunner {
   ModelRunner() = default;
   Status validate(std::span<const SequenceInput> batch) const;
   Status validate_dense(std::span<const SequenceInput> batch) const;
-  void attention_block(size_t layer, std::span<const SequenceInput> batch);
-  // MLA's attention half (mla_attention_layer.cpp).
-  void mla_attention_block(size_t layer, std::span<const SequenceInput> batch);
-  // Causal attention of every sequence's new tokens (q: batch tokens x n_heads x head_dim) into
-  // out (batch tokens x n_heads x value dim), threads over (sequence, head) pairs.
-  void attend(size_t layer, std::span<const SequenceInput> batch,
-              const kernels::AttentionConfig& cfg, const std::vector<float>& q,
-              std::vector<float>& out);
-  Status ffn_block(size_t layer, ForwardOutput& out, bool record);
   // Fills out's first_row / n_rows / n_vocab, sizes out.logits and lists the batch tokens whose
   // logits are wanted in logit_rows_.
   void plan_logits(std::span<const SequenceInput> batch, ForwardOutput& out);
-  void compute_logits(ForwardOutput& out);
-  // The layer loop and the head on dense_ (x_ holds the embeddings).
-  Status forward_dense(std::span<const SequenceInput> batch, ForwardOutput& out, bool record);
+  // The batch as the executor sees it (block tables and KV slots only for a mirrored pool).
+  DenseBatch dense_batch(std::span<const SequenceInput> batch, bool mirrored);
+  // The layer loop and the head on `e` (x_ holds the embeddings).
+  Status run_layers(DenseExecutor& e, std::span<const SequenceInput> batch, ForwardOutput& out,
+                    bool record);
 
   model::ModelSpec spec_;
   const model::ModelWeights* model_weights_ = nullptr;
@@ -165,19 +153,19 @@ class ModelRunner {
   std::unique_ptr<experts::MoeLayer> moe_;
   experts::ExpertMap expert_map_;
   experts::MoeLayerTimings* moe_timings_ = nullptr;
-  experts::MatmulScratch scratch_;
+  // The dense parts on the CPU (after pool_ and weights_, which it uses).
+  std::unique_ptr<CpuDenseExecutor> cpu_dense_;
 
   // Per-forward buffers, reused.
   size_t n_tokens_ = 0;
   std::vector<int32_t> positions_;
   std::vector<size_t> token_offset_;  // per sequence
-  std::vector<float> x_, h_, q_, k_, v_, attn_, tmp_, router_, moe_out_, shared_out_, gate_;
-  std::vector<float> mla_q_, mla_qa_, mla_in_, mla_heads_;  // MLA only
+  std::vector<float> x_, h_, router_, moe_sum_;
   experts::Routing routing_;
   std::vector<int32_t> logit_rows_;
 
-  // The dense executor (shared with the pool's copy hook, which holds a weak reference) and its
-  // per-pass tables.
+  // The device executor (shared with the pool's copy hook, which holds a weak reference), null
+  // when the dense parts run on cpu_dense_; the per-pass tables of either.
   std::shared_ptr<DenseExecutor> dense_;
   std::vector<int32_t> token_seq_, kv_slots_, table_begin_, tables_;
   std::vector<DenseSequence> dense_seqs_;

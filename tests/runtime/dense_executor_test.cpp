@@ -1,5 +1,6 @@
-// ModelRunner with a DenseExecutor (the host test double of tests/runtime/host_dense_executor.h)
-// against the plain CPU path: bit-identical logits and routing over batched prefill, decode,
+// ModelRunner with a device-style DenseExecutor (the host test double of
+// tests/runtime/host_dense_executor.h: the CPU recipe over a block-table-addressed KV mirror)
+// against the CPU path: bit-identical logits and routing over batched prefill, decode,
 // rewinds and copy-on-write forks, and the errors of the executor path.
 #include <catch2/catch.hpp>
 
@@ -297,6 +298,14 @@ TEST_CASE("the executor path rejects caches it cannot address and reports its er
                                             *wrong.pool, kernels::MatmulActivations::kQuantized, 8);
     CHECK(dev->runner->set_dense_executor(std::move(bad)).code() == StatusCode::kInvalidArgument);
     CHECK(dev->runner->dense_executor() == exec);  // unchanged
+    // The host executor mirrors no pool: it is the runner's own, never a device executor.
+    auto host =
+        std::make_unique<CpuDenseExecutor>(dev->runner->spec(), dev->runner->prepared_weights(),
+                                           nullptr, kernels::MatmulActivations::kQuantized);
+    const Status s = dev->runner->set_dense_executor(std::move(host));
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK(s.message().find("mirrors a KV pool") != std::string::npos);
+    CHECK(dev->runner->dense_executor() == exec);
     REQUIRE(dev->runner->set_dense_executor(nullptr).ok());
     auto c1 = cpu->runner->new_kv_cache();
     auto c2 = dev->runner->new_kv_cache();
