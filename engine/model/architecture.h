@@ -1,6 +1,8 @@
-// Architecture: the table of MoE architectures Tandem runs, with their names in GGUF and HF.
+// Architecture: the MoE architectures Tandem runs, with their names in GGUF and HF and their
+// layer recipes (one file per architecture under engine/model/archs/).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -54,8 +56,8 @@ enum class SharedExpertKind { kNone, kPlain, kSigmoidGated };
 enum class ExpertActivation { kSwiGlu, kSwiGluOai };
 
 // The arithmetic of one architecture's transformer block: what the layer loop does beyond the
-// common pre-norm GQA attention + MoE FFN. One row per architecture in the table below; the spec
-// readers copy it into the ModelSpec.
+// common pre-norm GQA attention + MoE FFN. One per architecture (ArchitectureTraits::recipe); the
+// spec readers copy it into the ModelSpec.
 struct LayerRecipe {
   AttentionKind attention = AttentionKind::kGqa;
   QkNorm qk_norm = QkNorm::kNone;
@@ -78,8 +80,46 @@ struct LayerRecipe {
   bool default_norm_topk_prob = false;
 };
 
-// Static facts about one architecture. All entries live in a constant table; callers get
-// references into it (valid for the whole program, any thread).
+enum class WeightRole;  // engine/model/weight_names.h
+
+// One HF tensor name within a layer (what follows "model.layers.N.") and the role it holds.
+struct HfSuffix {
+  std::string_view suffix;
+  WeightRole role;
+};
+
+// An architecture's HF (transformers) layer tensor names beyond the common ones every
+// architecture shares (weight_names.cpp: the attention and FFN norms, q/k/v/o projections and
+// q/k/v biases, Q/K norms, a dense layer's mlp.{gate,up,down}_proj).
+struct HfNames {
+  // The block holding the router (<moe_prefix>gate.weight) and the routed experts
+  // (<moe_prefix>experts.E.<projection>): "mlp." or Mixtral's "block_sparse_moe.".
+  std::string_view moe_prefix = "mlp.";
+  // A routed expert's gate, up and down projections after "experts.E.".
+  std::array<std::string_view, 3> expert_projections = {"gate_proj.weight", "up_proj.weight",
+                                                        "down_proj.weight"};
+  // The router's selection bias after moe_prefix, as file_tensor_name writes it (on the router,
+  // DeepSeek-V3 / GLM-4.5; on the block, MiniMax-M2). canonical_from_hf accepts both places.
+  std::string_view selection_bias = "gate.e_score_correction_bias";
+  // The shared expert's names (Qwen2-MoE's mlp.shared_expert.*, DeepSeek's mlp.shared_experts.*).
+  std::span<const HfSuffix> shared_expert = {};
+  // The architecture's other own names (DeepSeek's MLA projections, GPT-OSS's table).
+  std::span<const HfSuffix> extra = {};
+  // Every mlp.* name is in `extra`: the router / expert convention above and the common dense FFN
+  // names do not apply (GPT-OSS).
+  bool own_mlp_names = false;
+  // For messages: the file tensor a role comes from when the opener derives that role's tensor
+  // (GPT-OSS's interleaved experts, gpt_oss_hf_experts.h); looked up before every other name.
+  std::span<const HfSuffix> sources = {};
+};
+
+// How spec_from_gguf / spec_from_hf_config read one architecture's own keys and fields
+// (engine/model/archs/archs.h; opaque outside engine/model).
+struct SpecReaders;
+
+// Static facts about one architecture: one constant per architecture, defined in its file
+// engine/model/archs/<arch>.cpp; callers get references to it (valid for the whole program, any
+// thread).
 struct ArchitectureTraits {
   Architecture architecture;
   std::string_view name;           // Tandem's name: "qwen3moe", "qwen2moe", "mixtral", ...
@@ -87,19 +127,18 @@ struct ArchitectureTraits {
   std::string_view hf_model_type;  // config.json model_type
   std::string_view hf_class;       // config.json architectures[0]
   LayerRecipe recipe;
-  // GGUF name of the pre-FFN norm: "ffn_norm", or "post_attention_norm" (GPT-OSS).
-  std::string_view gguf_ffn_norm;
-  // HF expert weight names: Mixtral's block_sparse_moe.experts.E.{w1,w3,w2} instead of
-  // mlp.experts.E.{gate,up,down}_proj.
-  bool mixtral_names;
+  // GGUF name of the pre-FFN norm: "ffn_norm", or "post_attention_norm" (GPT-OSS, GLM-4.5).
+  std::string_view gguf_ffn_norm = "ffn_norm";
+  HfNames hf = {};
+  const SpecReaders* spec_readers = nullptr;  // never null in a listed architecture
 };
 
 // "softmax_topk", "topk_softmax", "sigmoid_topk"; "gqa", "mla" (inspect's names).
 std::string_view routing_policy_name(RoutingPolicy policy);
 std::string_view attention_kind_name(AttentionKind kind);
 
-// The whole table, in the order of the "supported:" list.
-std::span<const ArchitectureTraits> architectures();
+// Every architecture, in the order of the "supported:" list.
+std::span<const ArchitectureTraits* const> architectures();
 const ArchitectureTraits& traits(Architecture architecture);
 std::string_view architecture_name(Architecture architecture);
 

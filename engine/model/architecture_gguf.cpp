@@ -97,7 +97,7 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
   }
   s.rms_norm_eps = keys.required_f64(p + "attention.layer_norm_rms_epsilon");
 
-  s.rope.type = arch == Architecture::kMixtral ? RopeType::kNormal : RopeType::kNeox;
+  s.rope.type = RopeType::kNeox;  // an architecture's reader may say NORM (Mixtral, deepseek2)
   s.rope.theta = keys.optional_f64(p + "rope.freq_base").value_or(10000.0);
   s.rope.n_dims = keys.optional_u64(p + "rope.dimension_count").value_or(s.head_dim);
   if (std::optional<std::string> type = keys.optional_string(p + "rope.scaling.type")) {
@@ -136,17 +136,8 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
   s.moe_layers.assign(std::min(s.n_layers, kMaxLayers + 1), true);
   for (uint64_t i = 0; i < leading_dense && i < s.moe_layers.size(); ++i) s.moe_layers[i] = false;
   if (leading_dense > 0) s.dense_ffn_size = ffn.value_or(0);
-  if (tr.recipe.shared_expert == SharedExpertKind::kSigmoidGated) {
-    s.n_shared_experts = keys.optional_u64(p + "expert_shared_count").value_or(1);
-    s.shared_expert_ffn_size = keys.required_u64(p + "expert_shared_feed_forward_length");
-    s.shared_expert_gate = true;
-  }
   apply_recipe(tr.recipe, s);
   if (tr.recipe.sliding_window) read_sliding_window(file, p, keys, s);
-  if (tr.recipe.qkv_bias && arch == Architecture::kGptOss) {
-    // llama.cpp loads gpt-oss q/k/v biases as optional: a file without them runs without them.
-    s.attn_qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
-  }
 
   if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens")) {
     s.vocab_size = tokens->array_size();
@@ -159,19 +150,7 @@ Result<ModelSpec> spec_from_gguf(const GgufFile& file) {
   s.bos_token_id = keys.optional_u64("tokenizer.ggml.bos_token_id");
   s.eos_token_id = keys.optional_u64("tokenizer.ggml.eos_token_id");
   s.tied_embeddings = file.find_tensor("output.weight") == nullptr;
-  switch (arch) {
-    case Architecture::kDeepseek2:
-      read_deepseek2_gguf(file, p, keys, s);
-      break;
-    case Architecture::kGlm4Moe:
-      read_glm4moe_gguf(file, p, keys, s);
-      break;
-    case Architecture::kMinimaxM2:
-      read_minimax_m2_gguf(file, p, keys, s);
-      break;
-    default:
-      break;
-  }
+  if (tr.spec_readers->gguf != nullptr) tr.spec_readers->gguf(file, p, keys, s);
   TANDEM_RETURN_IF_ERROR(keys.status());
   return s;
 }

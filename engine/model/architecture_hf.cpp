@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,109 +23,6 @@ RopeScalingType scaling_from_hf(const std::string& name, bool* known) {
   if (name == "llama3") return RopeScalingType::kLlama3;
   *known = false;
   return RopeScalingType::kNone;
-}
-
-// transformers' rope_theta default per architecture (the config classes' default_theta).
-double default_rope_theta(Architecture arch) {
-  switch (arch) {
-    case Architecture::kMixtral:
-      return 1e6;
-    case Architecture::kGptOss:
-      return 150000.0;
-    default:
-      return 1e4;
-  }
-}
-
-// GptOssConfig's rope_parameters when config.json has neither rope_parameters nor rope_scaling:
-// YaRN, factor 32, beta 32 / 1, truncate false, original context 4096.
-void set_gpt_oss_default_rope(RopeSpec& rope) {
-  rope.scaling = RopeScalingType::kYarn;
-  rope.scaling_factor = 32.0;
-  rope.original_context_length = 4096;
-  rope.yarn_beta_fast = 32.0;
-  rope.yarn_beta_slow = 1.0;
-  rope.yarn_truncate = false;
-}
-
-// GptOssForCausalLM (transformers' configuration_gpt_oss.py / modeling_gpt_oss.py): experts,
-// top-k, expert FFN, the per-layer attention kind, attention biases, and the fixed constants of
-// the clamped SwiGLU. The expert tensors themselves are repacked at open (gpt_oss_hf_experts.h).
-void read_gpt_oss(FieldReader& f, ModelSpec& s) {
-  const json& c = f.config();
-  s.n_experts = f.expert_count();
-  // num_experts_per_tok (transformers) or experts_per_token (OpenAI's own key, which
-  // gpt-oss's config.json carries too).
-  const std::optional<uint64_t> per_tok = f.optional_u64("num_experts_per_tok");
-  const std::optional<uint64_t> per_token = f.optional_u64("experts_per_token");
-  if (per_tok && per_token && *per_tok != *per_token) {
-    f.problem("num_experts_per_tok (" + std::to_string(*per_tok) + ") != experts_per_token (" +
-              std::to_string(*per_token) + ")");
-  }
-  if (!per_tok && !per_token && f.find(c, "num_experts_per_tok") == nullptr &&
-      f.find(c, "experts_per_token") == nullptr) {
-    f.problem("missing field num_experts_per_tok (or experts_per_token)");
-  }
-  s.n_experts_used = per_tok.value_or(per_token.value_or(0));
-  s.expert_ffn_size = f.required_u64("intermediate_size");
-  if (!s.head_dim_explicit) f.problem("missing field head_dim");
-  s.norm_topk_prob = false;  // softmax over the k selected logits: already normalised
-  const bool bias = f.optional_bool("attention_bias").value_or(true);
-  s.attn_qkv_bias = bias;
-  s.attn_out_bias = bias;
-
-  // The expert activation's constants are fixed in the kernels (kSwiGluOai).
-  const double limit = f.optional_f64("swiglu_limit").value_or(7.0);
-  if (limit != 7.0) {
-    f.problem("swiglu_limit = " + json(limit).dump() +
-              " is not supported (the clamped SwiGLU's limit is fixed at 7.0)");
-  }
-  const double alpha = f.optional_f64("swiglu_alpha").value_or(1.702);
-  if (alpha != 1.702) {
-    f.problem("swiglu_alpha = " + json(alpha).dump() +
-              " is not supported (the clamped SwiGLU's sigmoid gain is fixed at 1.702)");
-  }
-  if (const json* q = f.find(c, "quantization_config")) {
-    const std::string method = q->is_object() ? f.optional_string("quant_method", q) : "";
-    if (method != "mxfp4") {
-      f.problem("quantization_config: quant_method " +
-                (q->is_object() && q->contains("quant_method") ? (*q)["quant_method"].dump()
-                                                               : std::string("(none)")) +
-                " is not supported (gpt-oss: mxfp4 or no quantization_config)");
-    }
-  }
-
-  // Which layers attend over a window: layer_types, else transformers' default (even layers).
-  // sliding_window null: no layer is windowed (transformers passes no window then).
-  const size_t n = static_cast<size_t>(std::min(s.n_layers, kMaxLayers + 1));
-  s.swa_layers.assign(n, false);
-  const auto window_it = c.find("sliding_window");
-  if (window_it == c.end()) {
-    f.problem("missing field sliding_window");
-  } else if (!window_it->is_null()) {
-    s.sliding_window = f.optional_u64("sliding_window").value_or(0);
-  }
-  if (const json* types = f.find(c, "layer_types")) {
-    if (!types->is_array()) {
-      f.problem("layer_types must be a list of \"sliding_attention\" / \"full_attention\"");
-    } else if (types->size() != s.n_layers) {
-      f.problem("layer_types lists " + std::to_string(types->size()) +
-                " layers, num_hidden_layers is " + std::to_string(s.n_layers));
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        const json& t = (*types)[i];
-        if (t == "sliding_attention") {
-          s.swa_layers[i] = true;
-        } else if (t != "full_attention") {
-          f.problem("layer_types[" + std::to_string(i) + "] is " + t.dump() +
-                    ", not \"sliding_attention\" or \"full_attention\"");
-        }
-      }
-    }
-  } else {
-    for (size_t i = 0; i < n; ++i) s.swa_layers[i] = i % 2 == 0;
-  }
-  if (s.sliding_window == 0) s.swa_layers.assign(n, false);
 }
 
 }  // namespace
@@ -202,6 +98,7 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
   }
   TANDEM_ASSIGN_OR_RETURN(Architecture arch, architecture_from_hf(model_type, hf_class));
   const ArchitectureTraits& tr = traits(arch);
+  const SpecReaders& readers = *tr.spec_readers;
 
   ModelSpec s;
   s.architecture = arch;
@@ -216,17 +113,14 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
   } else if (s.n_heads != 0) {
     s.head_dim = s.hidden_size / s.n_heads;
   }
-  s.rms_norm_eps =
-      f.optional_f64("rms_norm_eps")
-          .value_or(arch == Architecture::kQwen3Moe || arch == Architecture::kQwen2Moe ? 1e-6
-                                                                                       : 1e-5);
+  s.rms_norm_eps = f.optional_f64("rms_norm_eps").value_or(readers.hf_rms_norm_eps);
   s.vocab_size = f.required_u64("vocab_size");
   s.context_length = f.required_u64("max_position_embeddings");
-  if (arch == Architecture::kGptOss && f.find(config, "rope_parameters") == nullptr &&
+  if (readers.hf_default_rope != nullptr && f.find(config, "rope_parameters") == nullptr &&
       f.find(config, "rope_scaling") == nullptr) {
-    set_gpt_oss_default_rope(s.rope);
+    readers.hf_default_rope(s.rope);
   }
-  read_rope(f, default_rope_theta(arch), s.context_length, s.rope);
+  read_rope(f, readers.hf_rope_theta, s.context_length, s.rope);
   s.rope.n_dims = s.head_dim;
   // Partial RoPE (GLM-4.5, MiniMax-M2): the leading head_dim x factor dimensions rotate;
   // top-level (4.x configs) or in rope_parameters (transformers 5).
@@ -245,76 +139,22 @@ Result<ModelSpec> spec_from_hf_config(const json& config, std::string_view sourc
   s.bos_token_id = f.token_id("bos_token_id");
   s.eos_token_id = f.token_id("eos_token_id");
   apply_recipe(tr.recipe, s);
-  s.attn_qkv_bias = false;  // Qwen2-MoE's qkv_bias key decides below
+  s.attn_qkv_bias = false;  // the architecture's reader decides (qkv_bias, attention_bias)
 
   if (f.optional_bool("use_sliding_window").value_or(false)) {
     f.problem("use_sliding_window = true is not supported");
   }
   // Absurd layer counts are reported by check_spec; no table of that size is allocated.
   s.moe_layers.assign(std::min(s.n_layers, kMaxLayers + 1), true);
-  switch (arch) {
-    case Architecture::kMixtral:
-      s.n_experts = f.expert_count();
-      s.n_experts_used = f.required_u64("num_experts_per_tok");
-      s.expert_ffn_size = f.required_u64("intermediate_size");
-      s.norm_topk_prob = true;  // softmax over the top-k logits
-      break;
-    case Architecture::kOlmoe:
-      s.n_experts = f.expert_count();
-      s.n_experts_used = f.required_u64("num_experts_per_tok");
-      s.expert_ffn_size = f.required_u64("intermediate_size");
-      s.norm_topk_prob = f.optional_bool("norm_topk_prob").value_or(false);
-      if (f.optional_f64("clip_qkv")) f.problem("clip_qkv is not supported");
-      break;
-    case Architecture::kQwen3Moe:
-    case Architecture::kQwen2Moe: {
-      s.n_experts = f.expert_count();
-      s.n_experts_used = f.required_u64("num_experts_per_tok");
-      s.expert_ffn_size = f.required_u64("moe_intermediate_size");
-      s.norm_topk_prob = f.optional_bool("norm_topk_prob").value_or(false);
-      const uint64_t step = f.optional_u64("decoder_sparse_step").value_or(1);
-      std::vector<uint64_t> mlp_only;
-      if (const json* list = f.find(config, "mlp_only_layers")) {
-        if (!list->is_array()) f.problem("mlp_only_layers must be a list of layer indices");
-        for (const json& v : list->is_array() ? *list : json::array()) {
-          if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-            f.problem("mlp_only_layers holds " + v.dump() + ", not a layer index");
-            continue;
-          }
-          mlp_only.push_back(v.get<uint64_t>());
-        }
-      }
-      for (uint64_t i = 0; i < s.moe_layers.size(); ++i) {
-        const bool listed = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
-        s.moe_layers[i] = !listed && s.n_experts > 0 && step > 0 && (i + 1) % step == 0;
-      }
-      if (s.n_moe_layers() < s.moe_layers.size())
-        s.dense_ffn_size = f.required_u64("intermediate_size");
-      if (arch == Architecture::kQwen2Moe) {
-        s.attn_qkv_bias = f.optional_bool("qkv_bias").value_or(true);
-        s.n_shared_experts = 1;
-        s.shared_expert_ffn_size = f.required_u64("shared_expert_intermediate_size");
-        s.shared_expert_gate = true;
-      } else if (f.optional_bool("attention_bias").value_or(false)) {
-        f.problem("attention_bias = true is not supported for qwen3moe");
-      }
-      break;
-    }
-    case Architecture::kGptOss:
-      read_gpt_oss(f, s);
-      break;
-    case Architecture::kDeepseek2:
-      read_deepseek_v3_hf(f, s);
-      break;
-    case Architecture::kGlm4Moe:
-      read_glm4_moe_hf(f, s);
-      break;
-    case Architecture::kMinimaxM2:
-      read_minimax_m2_hf(f, s);
-      break;
-  }
+  readers.hf(f, s);
   TANDEM_RETURN_IF_ERROR(f.status());
   return s;
+}
+
+void read_routed_experts_hf(FieldReader& f, const std::string& ffn_field, ModelSpec& s) {
+  s.n_experts = f.expert_count();
+  s.n_experts_used = f.required_u64("num_experts_per_tok");
+  s.expert_ffn_size = f.required_u64(ffn_field);
 }
 
 }  // namespace tandem::model

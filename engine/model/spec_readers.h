@@ -197,4 +197,8 @@ class FieldReader {
 // rope_theta, the RoPE scaling and YaRN's parameters of an HF config (architecture_hf.cpp).
 void read_rope(FieldReader& f, double default_theta, uint64_t context_length, RopeSpec& rope);
 
+// The routed experts of most HF configs: FieldReader::expert_count(), num_experts_per_tok, and
+// the expert FFN size from `ffn_field` ("intermediate_size", "moe_intermediate_size").
+void read_routed_experts_hf(FieldReader& f, const std::string& ffn_field, ModelSpec& s);
+
 }  // namespace tandem::model

@@ -3,9 +3,10 @@
 
 #include <array>
 #include <charconv>
+#include <span>
+#include <string>
 #include <utility>
 
-#include "base/check.h"
 #include "engine/model/layer_roles.h"
 
 namespace tandem::model {
@@ -90,11 +91,7 @@ std::optional<CanonicalName> gguf_layer_tensor(int64_t layer, std::string_view r
   return std::nullopt;
 }
 
-struct HfSuffix {
-  std::string_view suffix;
-  WeightRole role;
-};
-
+// The layer names every architecture shares (ArchitectureTraits::hf holds the rest).
 constexpr std::array kHfLayerCommon = {
     HfSuffix{"input_layernorm.weight", WeightRole::kAttnNorm},
     HfSuffix{"post_attention_layernorm.weight", WeightRole::kFfnNorm},
@@ -110,49 +107,36 @@ constexpr std::array kHfLayerCommon = {
     HfSuffix{"mlp.gate_proj.weight", WeightRole::kDenseGate},
     HfSuffix{"mlp.up_proj.weight", WeightRole::kDenseUp},
     HfSuffix{"mlp.down_proj.weight", WeightRole::kDenseDown},
-    HfSuffix{"mlp.shared_expert.gate_proj.weight", WeightRole::kSharedGate},
-    HfSuffix{"mlp.shared_expert.up_proj.weight", WeightRole::kSharedUp},
-    HfSuffix{"mlp.shared_expert.down_proj.weight", WeightRole::kSharedDown},
-    HfSuffix{"mlp.shared_expert_gate.weight", WeightRole::kSharedExpertGate},
-    // DeepSeek-V3 / GLM-4.5 shared experts; DeepSeek's MLA projections.
-    HfSuffix{"mlp.shared_experts.gate_proj.weight", WeightRole::kSharedGate},
-    HfSuffix{"mlp.shared_experts.up_proj.weight", WeightRole::kSharedUp},
-    HfSuffix{"mlp.shared_experts.down_proj.weight", WeightRole::kSharedDown},
-    HfSuffix{"self_attn.q_a_proj.weight", WeightRole::kAttnQA},
-    HfSuffix{"self_attn.q_a_layernorm.weight", WeightRole::kAttnQANorm},
-    HfSuffix{"self_attn.q_b_proj.weight", WeightRole::kAttnQB},
-    HfSuffix{"self_attn.kv_a_proj_with_mqa.weight", WeightRole::kAttnKvA},
-    HfSuffix{"self_attn.kv_a_layernorm.weight", WeightRole::kAttnKvANorm},
-    HfSuffix{"self_attn.kv_b_proj.weight", WeightRole::kAttnKvB},
 };
 
-// GPT-OSS's own layer names (transformers' modeling_gpt_oss.py), and the names of the tensors
-// the expert repack derives (gpt_oss_hf_derived_name).
-constexpr std::array kHfGptOss = {
-    HfSuffix{"self_attn.o_proj.bias", WeightRole::kAttnOBias},
-    HfSuffix{"self_attn.sinks", WeightRole::kAttnSinks},
-    HfSuffix{"mlp.router.weight", WeightRole::kRouter},
-    HfSuffix{"mlp.router.bias", WeightRole::kRouterBias},
-    HfSuffix{"mlp.experts.down_proj_bias", WeightRole::kExpertDownBias},
-    HfSuffix{"mlp.experts.gate_proj.weight", WeightRole::kExpertGate},
-    HfSuffix{"mlp.experts.up_proj.weight", WeightRole::kExpertUp},
-    HfSuffix{"mlp.experts.down_proj.weight", WeightRole::kExpertDown},
-    HfSuffix{"mlp.experts.gate_proj.bias", WeightRole::kExpertGateBias},
-    HfSuffix{"mlp.experts.up_proj.bias", WeightRole::kExpertUpBias},
-};
+// The routed-expert roles in the order of HfNames::expert_projections.
+constexpr std::array kExpertRoles = {WeightRole::kExpertGate, WeightRole::kExpertUp,
+                                     WeightRole::kExpertDown};
+
+std::optional<WeightRole> role_of(std::span<const HfSuffix> table, std::string_view suffix) {
+  for (const HfSuffix& s : table) {
+    if (s.suffix == suffix) return s.role;
+  }
+  return std::nullopt;
+}
+
+// The first suffix of `role` in `table`; empty when none.
+std::string_view suffix_of(std::span<const HfSuffix> table, WeightRole role) {
+  for (const HfSuffix& s : table) {
+    if (s.role == role) return s.suffix;
+  }
+  return {};
+}
 
 std::optional<CanonicalName> hf_layer_tensor(int64_t layer, std::string_view rest,
                                              Architecture arch) {
-  if (arch == Architecture::kGptOss) {
-    for (const HfSuffix& s : kHfGptOss) {
-      if (rest == s.suffix) return layer_name(s.role, layer);
-    }
-    if (rest.starts_with("mlp.")) return std::nullopt;  // no dense FFN, no mlp.gate
+  const HfNames& hf = traits(arch).hf;
+  for (std::span<const HfSuffix> own : {hf.extra, hf.shared_expert}) {
+    if (std::optional<WeightRole> role = role_of(own, rest)) return layer_name(*role, layer);
   }
-  const bool mixtral = traits(arch).mixtral_names;
-  const std::string_view moe = mixtral ? "block_sparse_moe." : "mlp.";
+  if (hf.own_mlp_names && rest.starts_with("mlp.")) return std::nullopt;
   std::string_view r = rest;
-  if (consume_prefix(r, moe)) {
+  if (consume_prefix(r, hf.moe_prefix)) {
     if (r == "gate.weight") return layer_name(WeightRole::kRouter, layer);
     // The selection bias: on the router (DeepSeek-V3, GLM-4.5) or on the block (MiniMax-M2).
     if (r == "gate.e_score_correction_bias" || r == "e_score_correction_bias") {
@@ -162,23 +146,35 @@ std::optional<CanonicalName> hf_layer_tensor(int64_t layer, std::string_view res
       auto split = split_index(r);
       if (!split) return std::nullopt;
       auto [expert, proj] = *split;
-      const std::array<HfSuffix, 3> projections =
-          mixtral ? std::array{HfSuffix{"w1.weight", WeightRole::kExpertGate},
-                               HfSuffix{"w3.weight", WeightRole::kExpertUp},
-                               HfSuffix{"w2.weight", WeightRole::kExpertDown}}
-                  : std::array{HfSuffix{"gate_proj.weight", WeightRole::kExpertGate},
-                               HfSuffix{"up_proj.weight", WeightRole::kExpertUp},
-                               HfSuffix{"down_proj.weight", WeightRole::kExpertDown}};
-      for (const HfSuffix& p : projections) {
-        if (proj == p.suffix) return layer_name(p.role, layer, expert);
+      for (size_t i = 0; i < kExpertRoles.size(); ++i) {
+        if (proj == hf.expert_projections[i]) return layer_name(kExpertRoles[i], layer, expert);
       }
       return std::nullopt;
     }
   }
-  for (const HfSuffix& s : kHfLayerCommon) {
-    if (rest == s.suffix) return layer_name(s.role, layer);
+  if (std::optional<WeightRole> role = role_of(kHfLayerCommon, rest)) {
+    return layer_name(*role, layer);
   }
   return std::nullopt;
+}
+
+// A layer tensor's HF name after "model.layers.N." ("?" when `arch` names no such tensor).
+std::string hf_layer_suffix(const CanonicalName& name, const HfNames& hf) {
+  for (std::span<const HfSuffix> own : {hf.sources, hf.extra, hf.shared_expert}) {
+    if (std::string_view suffix = suffix_of(own, name.role); !suffix.empty()) {
+      return std::string(suffix);
+    }
+  }
+  const std::string moe(hf.moe_prefix);
+  for (size_t i = 0; i < kExpertRoles.size(); ++i) {
+    if (name.role != kExpertRoles[i]) continue;
+    const std::string expert = name.expert >= 0 ? std::to_string(name.expert) : "E";
+    return moe + "experts." + expert + "." + std::string(hf.expert_projections[i]);
+  }
+  if (name.role == WeightRole::kRouter) return moe + "gate.weight";
+  if (name.role == WeightRole::kRouterSelectionBias) return moe + std::string(hf.selection_bias);
+  const std::string_view suffix = suffix_of(kHfLayerCommon, name.role);
+  return suffix.empty() ? "?" : std::string(suffix);
 }
 
 }  // namespace
@@ -235,57 +231,6 @@ std::optional<CanonicalName> canonical_from_hf(std::string_view tensor_name, Arc
   return hf_layer_tensor(split->first, split->second, arch);
 }
 
-}  // namespace tandem::model
-
-namespace tandem::model {
-
-namespace {
-
-// The file tensor a GPT-OSS HF role comes from (for messages): the MXFP4 layout every published
-// checkpoint uses for the expert matrices.
-std::string_view gpt_oss_hf_source_suffix(WeightRole role) {
-  switch (role) {
-    case WeightRole::kExpertGate:
-    case WeightRole::kExpertUp:
-      return "mlp.experts.gate_up_proj_blocks";
-    case WeightRole::kExpertDown:
-      return "mlp.experts.down_proj_blocks";
-    case WeightRole::kExpertGateBias:
-    case WeightRole::kExpertUpBias:
-      return "mlp.experts.gate_up_proj_bias";
-    default:
-      break;
-  }
-  for (const HfSuffix& s : kHfGptOss) {
-    if (s.role == role) return s.suffix;
-  }
-  return {};
-}
-
-std::string_view hf_role_suffix(WeightRole role, bool mixtral) {
-  switch (role) {
-    case WeightRole::kRouter:
-      return mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight";
-    case WeightRole::kRouterSelectionBias:
-      return mixtral ? "block_sparse_moe.e_score_correction_bias"
-                     : "mlp.gate.e_score_correction_bias";
-    case WeightRole::kExpertGate:
-      return mixtral ? "w1.weight" : "gate_proj.weight";
-    case WeightRole::kExpertUp:
-      return mixtral ? "w3.weight" : "up_proj.weight";
-    case WeightRole::kExpertDown:
-      return mixtral ? "w2.weight" : "down_proj.weight";
-    default:
-      break;
-  }
-  for (const HfSuffix& s : kHfLayerCommon) {
-    if (s.role == role) return s.suffix;
-  }
-  return "?";
-}
-
-}  // namespace
-
 std::string file_tensor_name(const CanonicalName& name, TensorNaming naming, Architecture arch) {
   if (naming == TensorNaming::kGguf) {
     switch (name.role) {
@@ -325,44 +270,8 @@ std::string file_tensor_name(const CanonicalName& name, TensorNaming naming, Arc
     default:
       break;
   }
-  const bool mixtral = traits(arch).mixtral_names;
-  std::string out = "model.layers." + std::to_string(name.layer) + ".";
-  if (arch == Architecture::kGptOss) {
-    if (std::string_view suffix = gpt_oss_hf_source_suffix(name.role); !suffix.empty()) {
-      return out + std::string(suffix);
-    }
-  }
-  if (is_expert_role(name.role)) {
-    out += mixtral ? "block_sparse_moe.experts." : "mlp.experts.";
-    out += name.expert >= 0 ? std::to_string(name.expert) : std::string("E");
-    out += ".";
-  }
-  out += hf_role_suffix(name.role, mixtral);
-  return out;
-}
-
-std::string gpt_oss_hf_derived_name(WeightRole role, int64_t layer) {
-  std::string_view suffix;
-  switch (role) {
-    case WeightRole::kExpertGate:
-      suffix = "gate_proj.weight";
-      break;
-    case WeightRole::kExpertUp:
-      suffix = "up_proj.weight";
-      break;
-    case WeightRole::kExpertDown:
-      suffix = "down_proj.weight";
-      break;
-    case WeightRole::kExpertGateBias:
-      suffix = "gate_proj.bias";
-      break;
-    case WeightRole::kExpertUpBias:
-      suffix = "up_proj.bias";
-      break;
-    default:
-      TANDEM_CHECK_MSG(false, "gpt_oss_hf_derived_name: not a derived role");
-  }
-  return "model.layers." + std::to_string(layer) + ".mlp.experts." + std::string(suffix);
+  return "model.layers." + std::to_string(name.layer) + "." +
+         hf_layer_suffix(name, traits(arch).hf);
 }
 
 }  // namespace tandem::model

@@ -87,11 +87,14 @@ std::string canonical_name_string(const CanonicalName& name);
 // (ArchitectureTraits::gguf_ffn_norm).
 std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name, Architecture arch);
 
-// HF (transformers) tensor name -> canonical name for `arch`; nullopt when unknown. Mixtral uses
-// block_sparse_moe.{gate, experts.E.w1/w3/w2} (w1 = gate, w3 = up, w2 = down); the others
-// mlp.{gate, experts.E.gate_proj/up_proj/down_proj}; Qwen2-MoE adds mlp.shared_expert.* and
-// mlp.shared_expert_gate. Dense layers use mlp.{gate,up,down}_proj.
-// GPT-OSS: self_attn.{q,k,v,o}_proj.{weight,bias}, self_attn.sinks, input_layernorm,
+// HF (transformers) tensor name -> canonical name for `arch`; nullopt when unknown. The names
+// every architecture shares, plus its own (ArchitectureTraits::hf, in
+// engine/model/archs/<arch>.cpp): Mixtral and MiniMax-M2 use block_sparse_moe.{gate,
+// experts.E.w1/w3/w2} (w1 = gate, w3 = up, w2 = down); the others mlp.{gate,
+// experts.E.gate_proj/up_proj/down_proj}; Qwen2-MoE adds mlp.shared_expert.* and
+// mlp.shared_expert_gate, DeepSeek-V3 and GLM-4.5 mlp.shared_experts.*, DeepSeek-V3 its MLA
+// projections. Dense layers use mlp.{gate,up,down}_proj. GPT-OSS:
+// self_attn.{q,k,v,o}_proj.{weight,bias}, self_attn.sinks, input_layernorm,
 // post_attention_layernorm, mlp.router.{weight,bias}, mlp.experts.down_proj_bias; its other
 // expert tensors (gate_up_proj[_blocks/_scales], gate_up_proj_bias, down_proj[_blocks/_scales])
 // hold gate and up interleaved and (when float) transposed, so they map to no role: the opener
@@ -99,9 +102,9 @@ std::optional<CanonicalName> canonical_from_gguf(std::string_view tensor_name, A
 // to kExpertGate / kExpertUp / kExpertDown (fused) and kExpertGateBias / kExpertUpBias.
 std::optional<CanonicalName> canonical_from_hf(std::string_view tensor_name, Architecture arch);
 
-// The name of a tensor the GPT-OSS HF expert repack derives for `role` of `layer`:
-// "model.layers.N.mlp.experts.{gate,up,down}_proj.weight" for kExpertGate / kExpertUp /
-// kExpertDown, "model.layers.N.mlp.experts.{gate,up}_proj.bias" for kExpertGateBias /
+// The name of a tensor the GPT-OSS HF expert repack derives for `role` of `layer`
+// (archs/gpt_oss.cpp): "model.layers.N.mlp.experts.{gate,up,down}_proj.weight" for kExpertGate /
+// kExpertUp / kExpertDown, "model.layers.N.mlp.experts.{gate,up}_proj.bias" for kExpertGateBias /
 // kExpertUpBias (no real gpt-oss file uses these names). Other roles: a bug (checked).
 std::string gpt_oss_hf_derived_name(WeightRole role, int64_t layer);
 

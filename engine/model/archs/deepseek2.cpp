@@ -1,7 +1,9 @@
-// deepseek2 (DeepSeek-V2/V3/R1, Kimi-K2, Moonlight, GLM-4.7-Flash): MLA sizes, the DeepSeek
-// router, the plain shared expert and DeepSeek's YaRN attention factor, from GGUF (llama.cpp's
+// deepseek2 (DeepSeek-V2/V3/R1, Kimi-K2, Moonlight, GLM-4.7-Flash): its names (the MLA
+// projections, the shared experts), recipe, and spec readers: MLA sizes, the DeepSeek router, the
+// plain shared expert and DeepSeek's YaRN attention factor, from GGUF (llama.cpp's
 // src/models/deepseek2.cpp; shared/data/tiny-deepseek2/README.md) and from HF DeepseekV3 configs
 // (transformers' modeling_deepseek_v3.py).
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -12,6 +14,16 @@
 namespace tandem::model {
 
 namespace {
+
+// Multi-head latent attention's projections (kv_b_proj: the legacy one-matrix layout).
+constexpr std::array kMlaNames = {
+    HfSuffix{"self_attn.q_a_proj.weight", WeightRole::kAttnQA},
+    HfSuffix{"self_attn.q_a_layernorm.weight", WeightRole::kAttnQANorm},
+    HfSuffix{"self_attn.q_b_proj.weight", WeightRole::kAttnQB},
+    HfSuffix{"self_attn.kv_a_proj_with_mqa.weight", WeightRole::kAttnKvA},
+    HfSuffix{"self_attn.kv_a_layernorm.weight", WeightRole::kAttnKvANorm},
+    HfSuffix{"self_attn.kv_b_proj.weight", WeightRole::kAttnKvB},
+};
 
 // The softmax scale of MLA scores: 1 / sqrt(nope + rope), times mscale^2 with YaRN, where
 // mscale = 1 + 0.1 mscale_all_dim ln(factor) (all_dim 0: 1 + 0.1 ln(factor), llama.cpp without
@@ -34,34 +46,6 @@ void finish_mla(ModelSpec& s) {
   s.head_dim_explicit = true;
   s.rope.n_dims = s.mla.qk_rope_dim;
   s.attn_scale = mla_softmax_scale(s);
-}
-
-}  // namespace
-
-void read_sigmoid_router_gguf(const GgufFile& file, const std::string& p, KeyReader& keys,
-                              uint64_t default_gating, bool shared, ModelSpec& s) {
-  s.n_expert_groups = keys.optional_u64(p + "expert_group_count").value_or(0);
-  s.n_expert_groups_used = keys.optional_u64(p + "expert_group_used_count").value_or(0);
-  s.expert_weights_scale = keys.optional_f64(p + "expert_weights_scale").value_or(0.0);
-  if (s.expert_weights_scale == 0.0) s.expert_weights_scale = 1.0;  // llama.cpp skips 0 and 1
-  uint64_t gating = keys.optional_u64(p + "expert_gating_func").value_or(0);
-  if (gating == 0) gating = default_gating;
-  if (gating == kGatingSoftmax) {
-    s.routing = RoutingPolicy::kSoftmaxTopK;
-  } else if (gating == kGatingSigmoid) {
-    s.routing = RoutingPolicy::kSigmoidTopK;
-  } else {
-    keys.problem(p + "expert_gating_func " + std::to_string(gating) +
-                 " is not supported (1 = softmax, 2 = sigmoid)");
-  }
-  s.router_selection_bias =
-      s.n_layers > 0 &&
-      file.find_tensor("blk." + std::to_string(s.n_layers - 1) + ".exp_probs_b.bias") != nullptr;
-  if (shared) {
-    s.n_shared_experts = keys.required_u64(p + "expert_shared_count");
-    s.shared_expert_ffn_size = s.expert_ffn_size * s.n_shared_experts;
-  }
-  s.shared_expert_gate = false;
 }
 
 //  - Layout: key_length_mla + value_length_mla present = split attn_k_b / attn_v_b, one KV head,
@@ -109,6 +93,55 @@ void read_deepseek2_gguf(const GgufFile& file, const std::string& p, KeyReader& 
                            /*shared=*/true, s);
 }
 
+void read_deepseek_v3_hf(FieldReader& f, ModelSpec& s) {
+  MlaSpec& m = s.mla;
+  m.q_lora_rank = f.optional_u64("q_lora_rank").value_or(0);  // null in the "lite" models
+  m.kv_lora_rank = f.required_u64("kv_lora_rank");
+  m.qk_nope_dim = f.required_u64("qk_nope_head_dim");
+  m.qk_rope_dim = f.required_u64("qk_rope_head_dim");
+  m.v_head_dim = f.required_u64("v_head_dim");
+  m.split_kv_b = false;  // kv_b_proj: per head nope key rows, then v_head value rows
+  // rope_interleave (the default) de-interleaves q_pe / k_pe before rotate_half: pairs (2i, 2i+1)
+  // of the checkpoint's rows, GGUF's NORM layout; false rotates halves.
+  s.rope.type =
+      f.optional_bool("rope_interleave").value_or(true) ? RopeType::kNormal : RopeType::kNeox;
+  if (f.optional_bool("attention_bias").value_or(false)) {
+    f.problem("attention_bias = true is not supported for deepseek_v3");
+  }
+  read_deepseek_style_moe_hf(f, s);
+  finish_mla(s);
+}
+
+constexpr SpecReaders kReaders{.gguf = read_deepseek2_gguf, .hf = read_deepseek_v3_hf};
+
+}  // namespace
+
+void read_sigmoid_router_gguf(const GgufFile& file, const std::string& p, KeyReader& keys,
+                              uint64_t default_gating, bool shared, ModelSpec& s) {
+  s.n_expert_groups = keys.optional_u64(p + "expert_group_count").value_or(0);
+  s.n_expert_groups_used = keys.optional_u64(p + "expert_group_used_count").value_or(0);
+  s.expert_weights_scale = keys.optional_f64(p + "expert_weights_scale").value_or(0.0);
+  if (s.expert_weights_scale == 0.0) s.expert_weights_scale = 1.0;  // llama.cpp skips 0 and 1
+  uint64_t gating = keys.optional_u64(p + "expert_gating_func").value_or(0);
+  if (gating == 0) gating = default_gating;
+  if (gating == kGatingSoftmax) {
+    s.routing = RoutingPolicy::kSoftmaxTopK;
+  } else if (gating == kGatingSigmoid) {
+    s.routing = RoutingPolicy::kSigmoidTopK;
+  } else {
+    keys.problem(p + "expert_gating_func " + std::to_string(gating) +
+                 " is not supported (1 = softmax, 2 = sigmoid)");
+  }
+  s.router_selection_bias =
+      s.n_layers > 0 &&
+      file.find_tensor("blk." + std::to_string(s.n_layers - 1) + ".exp_probs_b.bias") != nullptr;
+  if (shared) {
+    s.n_shared_experts = keys.required_u64(p + "expert_shared_count");
+    s.shared_expert_ffn_size = s.expert_ffn_size * s.n_shared_experts;
+  }
+  s.shared_expert_gate = false;
+}
+
 void read_deepseek_style_moe_hf(FieldReader& f, ModelSpec& s) {
   s.n_experts = f.required_u64("n_routed_experts");
   s.n_experts_used = f.required_u64("num_experts_per_tok");
@@ -132,23 +165,20 @@ void read_deepseek_style_moe_hf(FieldReader& f, ModelSpec& s) {
   }
 }
 
-void read_deepseek_v3_hf(FieldReader& f, ModelSpec& s) {
-  MlaSpec& m = s.mla;
-  m.q_lora_rank = f.optional_u64("q_lora_rank").value_or(0);  // null in the "lite" models
-  m.kv_lora_rank = f.required_u64("kv_lora_rank");
-  m.qk_nope_dim = f.required_u64("qk_nope_head_dim");
-  m.qk_rope_dim = f.required_u64("qk_rope_head_dim");
-  m.v_head_dim = f.required_u64("v_head_dim");
-  m.split_kv_b = false;  // kv_b_proj: per head nope key rows, then v_head value rows
-  // rope_interleave (the default) de-interleaves q_pe / k_pe before rotate_half: pairs (2i, 2i+1)
-  // of the checkpoint's rows, GGUF's NORM layout; false rotates halves.
-  s.rope.type =
-      f.optional_bool("rope_interleave").value_or(true) ? RopeType::kNormal : RopeType::kNeox;
-  if (f.optional_bool("attention_bias").value_or(false)) {
-    f.problem("attention_bias = true is not supported for deepseek_v3");
-  }
-  read_deepseek_style_moe_hf(f, s);
-  finish_mla(s);
-}
+// MLA, sigmoid routing with an optional selection bias (the gating key may say softmax:
+// read_deepseek2_gguf), a plain shared expert (llama.cpp's src/models/deepseek2.cpp).
+constexpr ArchitectureTraits kDeepseek2Arch{
+    .architecture = Architecture::kDeepseek2,
+    .name = "deepseek2",
+    .gguf_arch = "deepseek2",
+    .hf_model_type = "deepseek_v3",
+    .hf_class = "DeepseekV3ForCausalLM",
+    .recipe = {.attention = AttentionKind::kMla,
+               .routing = RoutingPolicy::kSigmoidTopK,
+               .selection_bias = true,
+               .shared_expert = SharedExpertKind::kPlain},
+    .hf = {.shared_expert = kDeepseekSharedExpertNames, .extra = kMlaNames},
+    .spec_readers = &kReaders,
+};
 
 }  // namespace tandem::model
