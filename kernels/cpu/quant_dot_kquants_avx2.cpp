@@ -16,11 +16,24 @@ namespace {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
 }
 
+// The batched Q2_K / Q3_K tiles (quant_dot_q2_q3_k_batched.h): unscaled quants, maddubs then the
+// scaled madd; 2 rows x 4 tokens keep the 8 accumulators and their operands in 16 registers.
+struct Q23BatchIsa {
+  static constexpr bool kPremultiplied = false;
+  // At 4 tokens the plain-row tiles measured faster for Q2_K (matmul_bench 768 x 2048).
+  static constexpr size_t kMinTokens = 8;
+  static constexpr int kRows = 2;
+  static __m256i step(__m256i acc, __m256i u, __m256i x, __m256i s) {
+    return kq_madd_add(acc, _mm256_maddubs_epi16(u, x), s);
+  }
+};
+
 }  // namespace
 }  // namespace tandem::kernels::detail
 
 #include "kernels/cpu/quant_dot_iq4_xs_tiles.h"
 #include "kernels/cpu/quant_dot_kquants_tiles.h"
+#include "kernels/cpu/quant_dot_q2_q3_k_batched.h"
 #include "kernels/cpu/quant_dot_q2_q3_k_tiles.h"
 
 namespace tandem::kernels::detail {
@@ -42,12 +55,12 @@ void dot_q6_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const Activa
 
 void dot_q2_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
-  dot_rows<Q23KTiles<false>>(w, row_bytes, rows, x, y, y_stride);
+  dot_q23_k<false>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_q3_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
-  dot_rows<Q23KTiles<true>>(w, row_bytes, rows, x, y, y_stride);
+  dot_q23_k<true>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_iq4_xs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,

@@ -17,11 +17,23 @@ namespace {
   return _mm256_dpwssd_epi32(acc, p, s);
 }
 
+// The batched Q2_K / Q3_K tiles (quant_dot_q2_q3_k_batched.h): scale-premultiplied quants, one
+// vpdpbusd per 32 elements; 4 rows x 4 tokens use 16 of the 32 vector registers as accumulators.
+struct Q23BatchIsa {
+  static constexpr bool kPremultiplied = true;
+  static constexpr size_t kMinTokens = 4;
+  static constexpr int kRows = 4;
+  static __m256i step(__m256i acc, __m256i u, __m256i x, __m256i) {
+    return _mm256_dpbusd_epi32(acc, u, x);
+  }
+};
+
 }  // namespace
 }  // namespace tandem::kernels::detail
 
 #include "kernels/cpu/quant_dot_iq4_xs_tiles.h"
 #include "kernels/cpu/quant_dot_kquants_tiles.h"
+#include "kernels/cpu/quant_dot_q2_q3_k_batched.h"
 #include "kernels/cpu/quant_dot_q2_q3_k_tiles.h"
 
 namespace tandem::kernels::detail {
@@ -43,12 +55,12 @@ void dot_q6_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const
 
 void dot_q2_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {
-  dot_rows<Q23KTiles<false>>(w, row_bytes, rows, x, y, y_stride);
+  dot_q23_k<false>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_q3_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {
-  dot_rows<Q23KTiles<true>>(w, row_bytes, rows, x, y, y_stride);
+  dot_q23_k<true>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_iq4_xs_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,

@@ -45,13 +45,11 @@ constexpr size_t kQ3KBlockBytes = 110;  // hmask[32], qs[64], scales[12], f16 d
   return _mm256_cvtepi8_epi16(_mm_sub_epi8(s, _mm_set1_epi8(32)));
 }
 
-// Groups 2k and 2k + 1, k = 4H + S, of a Q2_K (kQ3 false) or Q3_K super-block: acc[t] += the
-// products of the unsigned quants with token t times the group scales. `qs` is half H of the
-// quant bytes, `hmask` Q3_K's 32 hmask bytes, `scales` the int16 group scales 8H..8H+7 in both
-// 128-bit halves.
-template <int T, bool kQ3, int H, int S>
-[[gnu::always_inline]] inline void q23_k_step(__m256i qs, __m256i hmask, __m256i scales,
-                                              const int8_t* const* xq, __m256i* acc) {
+// The unsigned quants of groups 2k (lower 128 bits) and 2k + 1 (upper), k = 4H + S, of a Q2_K
+// (kQ3 false: q in 0..3) or Q3_K (q + 4 in 0..7, the hmask bit as bit 2) super-block. `qs` is
+// half H of the quant bytes, `hmask` Q3_K's 32 hmask bytes.
+template <bool kQ3, int H, int S>
+[[gnu::always_inline]] inline __m256i q23_k_quants(__m256i qs, __m256i hmask) {
   // The 16-bit shifts carry bits across the bytes of a lane, but only into bits the masks drop.
   __m256i q = _mm256_and_si256(S == 0 ? qs : _mm256_srli_epi16(qs, 2 * S), _mm256_set1_epi8(3));
   if constexpr (kQ3) {
@@ -66,7 +64,27 @@ template <int T, bool kQ3, int H, int S>
     }
     q = _mm256_or_si256(q, _mm256_and_si256(high, _mm256_set1_epi8(4)));
   }
-  add_scaled_products<T>(q, group_pair_scales<S>(scales), xq, 128 * H + 32 * S, acc);
+  return q;
+}
+
+// A Q2_K super-block's 16 group scales (low nibbles) and mins (high nibbles) as int16.
+[[gnu::always_inline]] inline void q2_k_scales_mins(const uint8_t* blk, __m256i& scales,
+                                                    __m256i& mins) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  scales = _mm256_cvtepu8_epi16(_mm_and_si128(bytes, low4));
+  mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+}
+
+// Groups 2k and 2k + 1, k = 4H + S, of a Q2_K (kQ3 false) or Q3_K super-block: acc[t] += the
+// products of the unsigned quants with token t times the group scales. `qs` is half H of the
+// quant bytes, `hmask` Q3_K's 32 hmask bytes, `scales` the int16 group scales 8H..8H+7 in both
+// 128-bit halves.
+template <int T, bool kQ3, int H, int S>
+[[gnu::always_inline]] inline void q23_k_step(__m256i qs, __m256i hmask, __m256i scales,
+                                              const int8_t* const* xq, __m256i* acc) {
+  add_scaled_products<T>(q23_k_quants<kQ3, H, S>(qs, hmask), group_pair_scales<S>(scales), xq,
+                         128 * H + 32 * S, acc);
 }
 
 template <int T, bool kQ3, int H>
@@ -106,11 +124,7 @@ void q23_k_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGr
         sc16 = q3_k_scales(blk + 96);
         hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
       } else {
-        // Q2_K's scale bytes: the scale in the low nibble, the min in the high one.
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
-        const __m128i low4 = _mm_set1_epi8(0x0f);
-        sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(bytes, low4));
-        mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+        q2_k_scales_mins(blk, sc16, mins16);
       }
       const uint8_t* qs = blk + (kQ3 ? 32 : 16);
       __m256i* row_acc = acc + r * T;

@@ -169,6 +169,7 @@ void register_all() {
       benchmark::RegisterBenchmark(name.c_str(), run, v, c, false)
           ->ArgName("tokens")
           ->Arg(1)
+          ->Arg(4)
           ->Arg(16)
           ->Arg(128)
           ->Unit(benchmark::kMicrosecond);
