@@ -80,6 +80,14 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "HF DeepSeek-V3 without the q LoRA (V2-Lite / Moonlight shape: q_proj, ungrouped sigmoid "
+    "routing, two shared experts) matches transformers",
+    "[runtime][forward][hf][deepseek2]") {
+  // q_lora_rank is null: queries come from one q_proj (kAttnQ) instead of q_a / q_a_norm / q_b.
+  check_arch("deepseek_v3_lite", 1e-4f);
+}
+
+TEST_CASE(
     "HF GLM-4.5 (partial RoPE, q/k/v bias, per-head QK norm, sigmoid routing) matches "
     "transformers",
     "[runtime][forward][hf]") {
