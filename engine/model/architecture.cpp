@@ -1,6 +1,7 @@
 // The list of supported architectures and lookups by GGUF / HF name.
 #include "engine/model/architecture.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -79,7 +80,11 @@ Result<Architecture> architecture_from_gguf(std::string_view gguf_arch, uint64_t
 
 Result<Architecture> architecture_from_hf(std::string_view model_type, std::string_view hf_class) {
   for (const ArchitectureTraits* t : kArchitectures) {
-    if (!model_type.empty() ? t->hf_model_type == model_type : t->hf_class == hf_class) {
+    const auto& aliases = t->hf_model_type_aliases;
+    const bool type_matches =
+        t->hf_model_type == model_type ||
+        std::find(aliases.begin(), aliases.end(), model_type) != aliases.end();
+    if (!model_type.empty() ? type_matches : t->hf_class == hf_class) {
       return t->architecture;
     }
   }

@@ -125,7 +125,9 @@ struct ArchitectureTraits {
   std::string_view name;           // Tandem's name: "qwen3moe", "qwen2moe", "mixtral", ...
   std::string_view gguf_arch;      // general.architecture ("llama" for Mixtral, "gpt-oss")
   std::string_view hf_model_type;  // config.json model_type
-  std::string_view hf_class;       // config.json architectures[0]
+  // Other model_types of checkpoints in this architecture's layout (Kimi-K2's "kimi_k2").
+  std::span<const std::string_view> hf_model_type_aliases = {};
+  std::string_view hf_class;  // config.json architectures[0]
   LayerRecipe recipe;
   // GGUF name of the pre-FFN norm: "ffn_norm", or "post_attention_norm" (GPT-OSS, GLM-4.5).
   std::string_view gguf_ffn_norm = "ffn_norm";

@@ -313,6 +313,10 @@ TEST_CASE("unsupported architectures are refused by name", "[model][spec]") {
   CHECK(architecture_from_gguf("deepseek2", 64).value() == Architecture::kDeepseek2);
   CHECK(architecture_from_gguf("glm4moe", 128).value() == Architecture::kGlm4Moe);
   CHECK(architecture_from_gguf("minimax-m2", 256).value() == Architecture::kMinimaxM2);
+  // Kimi-K2's config.json: its own model_type over DeepSeek-V3's class and layout.
+  CHECK(architecture_from_hf("kimi_k2", "DeepseekV3ForCausalLM").value() ==
+        Architecture::kDeepseek2);
+  CHECK(architecture_from_hf("deepseek_v3", "").value() == Architecture::kDeepseek2);
 
   // A dense Llama GGUF is not Mixtral.
   CHECK_FALSE(architecture_from_gguf("llama", 0).ok());

@@ -114,6 +114,9 @@ void read_deepseek_v3_hf(FieldReader& f, ModelSpec& s) {
 
 constexpr SpecReaders kReaders{.gguf = read_deepseek2_gguf, .hf = read_deepseek_v3_hf};
 
+// Kimi-K2's config.json names its own model_type over DeepSeek-V3's layout and class.
+constexpr std::array<std::string_view, 1> kHfModelTypeAliases = {"kimi_k2"};
+
 }  // namespace
 
 void read_sigmoid_router_gguf(const GgufFile& file, const std::string& p, KeyReader& keys,
@@ -172,6 +175,7 @@ constexpr ArchitectureTraits kDeepseek2Arch{
     .name = "deepseek2",
     .gguf_arch = "deepseek2",
     .hf_model_type = "deepseek_v3",
+    .hf_model_type_aliases = kHfModelTypeAliases,
     .hf_class = "DeepseekV3ForCausalLM",
     .recipe = {.attention = AttentionKind::kMla,
                .routing = RoutingPolicy::kSigmoidTopK,
