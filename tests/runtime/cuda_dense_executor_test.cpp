@@ -155,6 +155,17 @@ TEST_CASE("CUDA dense executor on HF models (shared expert + biases, whole-proje
   }
 }
 
+TEST_CASE("CUDA dense executor on the sigmoid-routed GQA families (GLM-4.5, MiniMax-M2)",
+          "[cuda][runtime]") {
+  // Partial NEOX RoPE, per-head and whole-projection QK norms, q/k/v biases, a leading dense
+  // layer and a plain shared expert on the device; sigmoid routing with the selection bias on the
+  // host.
+  if (!have_device()) return;
+  for (const char* arch : {"glm4_moe", "minimax_m2"}) {
+    compare(hf_dir(arch), prompts_of(hf_dir(arch) + "reference.json", "prompt"), false);
+  }
+}
+
 TEST_CASE("CUDA dense executor: copy-on-write of a forked sequence's block on the device",
           "[cuda][runtime]") {
   if (!have_device()) return;
