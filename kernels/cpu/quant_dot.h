@@ -180,9 +180,13 @@ void dot_mxfp4_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end
                          const ActivationRows& x, float* y, size_t y_stride);
 void dot_mxfp4_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                        const ActivationRows& x, float* y, size_t y_stride);
+// AVX-512 VNNI (callable only when matmul_variant_supported(kAvx512Vnni)): the AVX2 kernel's walk
+// with vpdpbusd block sums.
+void dot_mxfp4_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
+                              const ActivationRows& x, float* y, size_t y_stride);
 // AMX-INT8 (callable only when matmul_variant_supported(kAmx)): TDPBSSD tiles of 16 tokens x 16
 // rows (two groups) per block, bit-identical to dot_mxfp4_scalar; the rows outside whole group
-// pairs and calls with few tokens run dot_mxfp4_x8_avx2.
+// pairs and calls with few tokens run dot_mxfp4_x8_avx512_vnni.
 void dot_mxfp4_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
                       const ActivationRows& x, float* y, size_t y_stride);
 

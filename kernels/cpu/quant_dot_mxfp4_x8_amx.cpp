@@ -136,7 +136,8 @@ void dot_mxfp4_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
   };
   const size_t group_bytes = x.cols / kBlock * kBlockBytes;
   Kernel kernel{x, group_bytes};
-  x8_amx_call(groups, group_bytes, row_begin, row_end, x, y, y_stride, dot_mxfp4_x8_avx2, kernel);
+  x8_amx_call(groups, group_bytes, row_begin, row_end, x, y, y_stride, dot_mxfp4_x8_avx512_vnni,
+              kernel);
 }
 
 }  // namespace tandem::kernels::detail

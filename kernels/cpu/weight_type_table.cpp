@@ -77,7 +77,7 @@ const std::array kTable = {
                   TANDEM_X86(detail::dot_mxfp4_avx2), TANDEM_X86(detail::dot_mxfp4_avx2),
                   TANDEM_X86(detail::dot_mxfp4_avx512_vnni)),
         detail::repack_mxfp4_x8, detail::dot_mxfp4_x8_scalar, TANDEM_X86(detail::dot_mxfp4_x8_avx2),
-        TANDEM_X86(detail::dot_mxfp4_x8_avx2), TANDEM_X86(detail::dot_mxfp4_x8_avx2),
+        TANDEM_X86(detail::dot_mxfp4_x8_avx2), TANDEM_X86(detail::dot_mxfp4_x8_avx512_vnni),
         TANDEM_X86(detail::dot_mxfp4_x8_amx)),
     quantized(TensorType::kQ2_K, dequantize_q2_k, F::kQ8_K, detail::dot_q2_k_scalar,
               TANDEM_X86(detail::dot_q2_k_avx2), TANDEM_X86(detail::dot_q2_k_avx2),

@@ -150,6 +150,12 @@ TEST_CASE("MXFP4 x8 dot products are bit-identical to the plain scalar reference
       const Comparison c = compare(want, simd, n_tokens, y_stride, r1 - r0);
       CHECK(c.mismatches == 0);
       CHECK(c.touched == 0);
+      if (!matmul_variant_supported(MatmulVariant::kAvx512Vnni)) continue;
+      std::vector<float> vnni(size, nan);
+      detail::dot_mxfp4_x8_avx512_vnni(g.data(), r0, r1, x, vnni.data(), y_stride);
+      const Comparison cv = compare(want, vnni, n_tokens, y_stride, r1 - r0);
+      CHECK(cv.mismatches == 0);
+      CHECK(cv.touched == 0);
       if (!amx) continue;
       std::vector<float> tiles(size, nan);
       detail::dot_mxfp4_x8_amx(g.data(), r0, r1, x, tiles.data(), y_stride);
@@ -207,6 +213,10 @@ TEST_CASE("MXFP4 x8 dot products at the extremes of the quants and exponents", "
     std::vector<float> simd(n_tokens * kRows, nan);
     detail::dot_mxfp4_x8_avx2(g.data(), 0, kRows, x, simd.data(), kRows);
     for (size_t i = 0; i < want.size(); ++i) CHECK(bits_of(simd[i]) == bits_of(want[i]));
+    if (!matmul_variant_supported(MatmulVariant::kAvx512Vnni)) continue;
+    std::vector<float> vnni(n_tokens * kRows, nan);
+    detail::dot_mxfp4_x8_avx512_vnni(g.data(), 0, kRows, x, vnni.data(), kRows);
+    for (size_t i = 0; i < want.size(); ++i) CHECK(bits_of(vnni[i]) == bits_of(want[i]));
     if (!matmul_variant_supported(MatmulVariant::kAmx)) continue;
     std::vector<float> tiles(n_tokens * kRows, nan);
     detail::dot_mxfp4_x8_amx(g.data(), 0, kRows, x, tiles.data(), kRows);
