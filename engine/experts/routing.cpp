@@ -17,8 +17,9 @@ namespace {
 constexpr float kMinWeightSum = 6.103515625e-5f;
 
 // s (one token's selection scores) with every expert outside the best `used` of `groups` groups
-// set to -inf; a group's score is the sum of its two largest s (ties: lower group first).
-void mask_groups(std::span<float> s, size_t groups, size_t used) {
+// set to -inf; a group's score is its largest s (top 1) or the sum of its two largest (top 2;
+// ties: lower group first).
+void mask_groups(std::span<float> s, size_t groups, size_t used, size_t top) {
   const size_t size = s.size() / groups;
   thread_local std::vector<float> score;
   thread_local std::vector<int32_t> best;
@@ -35,7 +36,7 @@ void mask_groups(std::span<float> s, size_t groups, size_t used) {
         b = s[e];
       }
     }
-    score[g] = a + b;
+    score[g] = top == 1 ? a : a + b;
   }
   best.resize(used);
   best_score.resize(used);
@@ -62,6 +63,7 @@ void route(std::span<float> router_logits, size_t n_tokens, size_t n_experts, si
   if (grouped) {
     TANDEM_CHECK(n_experts % recipe.n_groups == 0 && n_experts / recipe.n_groups >= 2);
     TANDEM_CHECK(recipe.n_groups_used >= 1 && recipe.n_groups_used <= recipe.n_groups);
+    TANDEM_CHECK(recipe.group_score_top == 1 || recipe.group_score_top == 2);
   }
   thread_local std::vector<float> selection;
   out.n_tokens = n_tokens;
@@ -89,7 +91,9 @@ void route(std::span<float> router_logits, size_t n_tokens, size_t n_experts, si
       if (!selection_bias.empty()) {
         for (size_t e = 0; e < n_experts; ++e) selection[e] += selection_bias[e];
       }
-      if (grouped) mask_groups(selection, recipe.n_groups, recipe.n_groups_used);
+      if (grouped) {
+        mask_groups(selection, recipe.n_groups, recipe.n_groups_used, recipe.group_score_top);
+      }
       kernels::top_k(selection, ids, w);
       for (size_t i = 0; i < k; ++i) w[i] = row[static_cast<size_t>(ids[i])];
     }

@@ -28,6 +28,7 @@ struct RouterRecipe {
   // (ModelSpec::expert_weights_scale), for kSoftmaxTopK and kSigmoidTopK.
   size_t n_groups = 0;
   size_t n_groups_used = 0;
+  size_t group_score_top = 2;  // a group's score: the sum of its 1 or 2 largest s
   float scale = 1.0f;
 };
 
@@ -36,8 +37,9 @@ struct RouterRecipe {
 //    (kernels::softmax).
 //  kSoftmaxTopK / kSigmoidTopK: p = softmax(logits row) / sigmoid(logits); selection scores
 //    s = p + selection_bias (when not empty: n_experts floats); with n_groups > 1 the experts
-//    form n_groups groups of consecutive ids, each scored by the sum of its 2 largest s, and
-//    every expert outside the n_groups_used best groups gets s = -inf; the k largest s
+//    form n_groups groups of consecutive ids, each scored by the sum of its group_score_top
+//    (1 or 2) largest s, and every expert outside the n_groups_used best groups gets s = -inf;
+//    the k largest s
 //    (kernels::top_k; ties to the lower id) are chosen, weighted by their unbiased p; when
 //    renormalize, each weight is divided by max(sum of the k, 6.103515625e-5) (float, slot
 //    order); then, when scale != 1, multiplied by scale.

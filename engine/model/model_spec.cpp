@@ -153,6 +153,10 @@ void check_spec(const ModelSpec& s, std::vector<std::string>& problems) {
   }
   if (s.attention == AttentionKind::kMla) check_mla(s, problems);
   if (s.n_expert_groups > 1) {
+    if (s.expert_group_score_top != 1 && s.expert_group_score_top != 2) {
+      problems.push_back("an expert group's score must sum its 1 or 2 best experts, not " +
+                         num(s.expert_group_score_top));
+    }
     if (s.n_experts % s.n_expert_groups != 0) {
       problems.push_back("n_experts (" + num(s.n_experts) + ") is not a multiple of the " +
                          num(s.n_expert_groups) + " expert groups");

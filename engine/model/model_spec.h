@@ -111,11 +111,13 @@ struct ModelSpec {
   // MoE layers carry a selection bias (GGUF exp_probs_b, HF e_score_correction_bias): added to
   // the scores for choosing experts only.
   bool router_selection_bias = false;
-  // Group-limited routing (DeepSeek-V3): the experts form n_expert_groups groups of consecutive
-  // ids; a token picks among the n_expert_groups_used groups with the highest sum of their two
-  // best selection scores. 0 or 1 group: plain top-k.
+  // Group-limited routing (DeepSeek-V2/V3): the experts form n_expert_groups groups of
+  // consecutive ids; a token picks among the n_expert_groups_used groups with the highest sum of
+  // their expert_group_score_top best selection scores (2: DeepSeek-V3 and llama.cpp; 1, the
+  // group's best: DeepSeek-V2's group_limited_greedy). 0 or 1 group: plain top-k.
   uint64_t n_expert_groups = 0;
   uint64_t n_expert_groups_used = 0;
+  uint64_t expert_group_score_top = 2;
   // Routing weights are multiplied by this after renormalisation (DeepSeek's
   // routed_scaling_factor); 1 = unscaled.
   double expert_weights_scale = 1.0;

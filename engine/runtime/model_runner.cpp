@@ -20,6 +20,7 @@ experts::RouterRecipe router_recipe(const model::ModelSpec& spec) {
   recipe.renormalize = spec.norm_topk_prob;
   recipe.n_groups = static_cast<size_t>(spec.n_expert_groups);
   recipe.n_groups_used = static_cast<size_t>(spec.n_expert_groups_used);
+  recipe.group_score_top = static_cast<size_t>(spec.expert_group_score_top);
   recipe.scale = static_cast<float>(spec.expert_weights_scale);
   return recipe;
 }

@@ -88,6 +88,15 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "HF DeepSeek-V2 (softmax routing: V2-Lite's greedy top-k with YaRN; V2's group-limited "
+    "greedy, a group scored by its best expert) matches transformers",
+    "[runtime][forward][hf][deepseek2]") {
+  // model_type deepseek_v2: no selection bias, no renormalisation whatever norm_topk_prob says.
+  check_arch("deepseek_v2_lite", 1e-4f);
+  check_arch("deepseek_v2", 1e-4f);
+}
+
+TEST_CASE(
     "HF GLM-4.5 (partial RoPE, q/k/v bias, per-head QK norm, sigmoid routing) matches "
     "transformers",
     "[runtime][forward][hf]") {

@@ -160,5 +160,30 @@ TEST_CASE("sigmoid routing keeps the best expert groups and weighs by the unbias
   CHECK(r.experts[0] == 0);
 }
 
+TEST_CASE("DeepSeek-V2's group-limited greedy scores a group by its best expert",
+          "[experts][deepseek2]") {
+  // Softmax scores, 8 experts in 4 groups of 2, top-2 within the best 2 groups, no bias, no
+  // renormalisation. In units of e^0: e0 = 7.39 (e1 = 0.002), e2 = e3 = 4.48, e6 = e7 = 4.06. By
+  // the sum of two (V3) groups 1 (8.96) and 3 (8.11) beat group 0 (7.39) and e0 is out; by the
+  // best one (V2) groups 0 (7.39) and 1 (4.48) win and e0 is chosen first.
+  const std::vector<float> logits = {2.0f, -6.0f, 1.5f, 1.5f, -1.0f, -1.0f, 1.4f, 1.4f};
+  experts::RouterRecipe recipe;
+  recipe.policy = model::RoutingPolicy::kSoftmaxTopK;
+  recipe.n_groups = 4;
+  recipe.n_groups_used = 2;
+  experts::Routing r;
+  std::vector<float> v3 = logits;
+  recipe.group_score_top = 2;
+  experts::route(v3, 1, 8, 2, recipe, r);
+  CHECK(r.experts == std::vector<int32_t>{2, 3});
+  std::vector<float> v2 = logits;
+  recipe.group_score_top = 1;
+  experts::route(v2, 1, 8, 2, recipe, r);
+  CHECK(r.experts == std::vector<int32_t>{0, 2});
+  float z = 0.0f;
+  for (float l : logits) z += std::exp(l);
+  CHECK(r.weights[0] == Approx(std::exp(2.0f) / z));
+}
+
 }  // namespace
 }  // namespace tandem::runtime::testing

@@ -109,13 +109,32 @@ void read_deepseek_v3_hf(FieldReader& f, ModelSpec& s) {
     f.problem("attention_bias = true is not supported for deepseek_v3");
   }
   read_deepseek_style_moe_hf(f, s);
+  // DeepSeek-V2 (model_type deepseek_v2): softmax scores, no selection bias, and its router never
+  // renormalises whatever norm_topk_prob says; group_limited_greedy scores a group by its best
+  // expert. DeepSeek-V3's noaux_tc (or no topk_method) keeps the sigmoid reading above.
+  std::string topk = f.optional_string("topk_method");
+  if (topk.empty()) topk = "noaux_tc";
+  if (topk == "greedy" || topk == "group_limited_greedy") {
+    s.routing = RoutingPolicy::kSoftmaxTopK;
+    s.router_selection_bias = false;
+    s.norm_topk_prob = false;
+    if (topk == "greedy") {
+      s.n_expert_groups = 0;
+      s.n_expert_groups_used = 0;
+    }
+    s.expert_group_score_top = 1;
+  } else if (topk != "noaux_tc") {
+    f.problem("topk_method '" + topk +
+              "' is not supported (greedy, group_limited_greedy, noaux_tc)");
+  }
   finish_mla(s);
 }
 
 constexpr SpecReaders kReaders{.gguf = read_deepseek2_gguf, .hf = read_deepseek_v3_hf};
 
-// Kimi-K2's config.json names its own model_type over DeepSeek-V3's layout and class.
-constexpr std::array<std::string_view, 1> kHfModelTypeAliases = {"kimi_k2"};
+// Checkpoints in DeepSeek-V3's layout under other model_types: DeepSeek-V2 (its router read from
+// topk_method) and Kimi-K2.
+constexpr std::array<std::string_view, 2> kHfModelTypeAliases = {"deepseek_v2", "kimi_k2"};
 
 }  // namespace
 
