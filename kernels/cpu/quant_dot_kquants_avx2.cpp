@@ -22,6 +22,7 @@ struct Q23BatchIsa {
   static constexpr bool kPremultiplied = false;
   // At 4 tokens the plain-row tiles measured faster for Q2_K (matmul_bench 768 x 2048).
   static constexpr size_t kMinTokens = 8;
+  static constexpr size_t kMinPassTokens = 4;
   static constexpr int kRows = 2;
   static __m256i step(__m256i acc, __m256i u, __m256i x, __m256i s) {
     return kq_madd_add(acc, _mm256_maddubs_epi16(u, x), s);

@@ -3,7 +3,7 @@
 // and float paths (and, for types with one, on the interleaved layout: "<type>_x8_x_<format>").
 // Reports weight GB/s and GFLOP/s (2 * rows * cols * tokens per call); the matrix stays in cache,
 // so this times the kernels, not DRAM. Compare variants within one run. BM_MatmulStream is the
-// same for one and eight tokens on a 256 MiB matrix (2048 columns) that streams from memory,
+// same for one, two and eight tokens on a 256 MiB matrix (2048 columns) that streams from memory,
 // beside BM_ReadStream, a plain read of as many bytes: how close each kernel comes to what one
 // thread can read (with eight tokens, whether the kernel still keeps up with memory).
 #include <benchmark/benchmark.h>
@@ -169,6 +169,8 @@ void register_all() {
       benchmark::RegisterBenchmark(name.c_str(), run, v, c, false)
           ->ArgName("tokens")
           ->Arg(1)
+          ->Arg(2)
+          ->Arg(3)
           ->Arg(4)
           ->Arg(16)
           ->Arg(128)
@@ -179,6 +181,7 @@ void register_all() {
         benchmark::RegisterBenchmark(stream.c_str(), run, v, c, true)
             ->ArgName("tokens")
             ->Arg(1)
+            ->Arg(2)
             ->Arg(8)
             ->Unit(benchmark::kMillisecond);
       }

@@ -337,54 +337,57 @@ TEST_CASE("k-quant dot products at extreme inputs", "[kernels]") {
 // The Q2_K / Q3_K batched tiles add 127 to the scaled Q3_K quants and take the activation quants
 // as int8, so the activation extremes -128 and 127 (which Q8_K allows, though the quantizer
 // rarely makes -128) are checked directly, with weights at their extremes too, over 18
-// super-blocks (more than one unpacked chunk) and rows / tokens that leave remainders.
+// super-blocks (more than one unpacked chunk) and rows / tokens that leave remainders (3 and 7
+// tokens: a last group of three, which AVX-512 VNNI passes as such).
 TEST_CASE("Q2_K and Q3_K SIMD dot products at activation quants -128 and 127", "[kernels]") {
   if (!have_avx2()) {
     WARN("Q2_K / Q3_K activation extremes skipped: no AVX2");
     return;
   }
-  constexpr size_t kCols = 18 * kSuper, kRows = 9, kTokens = 9;
+  constexpr size_t kCols = 18 * kSuper, kRows = 9;
   std::mt19937 rng(5);
-  QuantizedActivations a = random_activations(kTokens, kCols, rng);
-  std::uniform_int_distribution<int> pick(0, 3);
-  for (size_t i = 0; i < a.qs.size(); ++i) {
-    const int p = pick(rng);
-    if (p < 2) a.qs[i] = p == 0 ? int8_t{-128} : int8_t{127};
-    if (i / kCols == 0) a.qs[i] = -128;  // token 0: all -128
-  }
-  for (size_t g = 0; g < a.bsums.size(); ++g) {
-    int sum = 0;
-    for (size_t i = 0; i < 16; ++i) sum += a.qs[16 * g + i];
-    a.bsums[g] = static_cast<int16_t>(sum);
-  }
-  for (const KQuant& k : kTypes) {
-    if (k.type != TensorType::kQ2_K && k.type != TensorType::kQ3_K) continue;
-    const size_t row_bytes = kCols / kSuper * k.block_bytes;
-    for (const int fill : {-1, 0x00, 0xff}) {
-      std::vector<uint8_t> w = random_weights(k, kRows, kCols, rng);
-      if (fill >= 0) {
-        // Every quant and scale byte at one value (Q3_K 0x00: quant -4 with scale -32, whose
-        // product 128 is the largest).
-        for (size_t r = 0; r < kRows; ++r) {
-          for (size_t b = 0; b < kCols / kSuper; ++b) {
-            uint8_t* blk = w.data() + r * row_bytes + b * k.block_bytes;
-            std::memset(blk, fill, k.d_offset);
-            put_fp16(blk + k.d_offset, 0.01f);
-            if (k.has_dmin) put_fp16(blk + k.d_offset + 2, 0.0021f);
+  for (const size_t n_tokens : {3u, 7u, 9u}) {
+    QuantizedActivations a = random_activations(n_tokens, kCols, rng);
+    std::uniform_int_distribution<int> pick(0, 3);
+    for (size_t i = 0; i < a.qs.size(); ++i) {
+      const int p = pick(rng);
+      if (p < 2) a.qs[i] = p == 0 ? int8_t{-128} : int8_t{127};
+      if (i / kCols == 0) a.qs[i] = -128;  // token 0: all -128
+    }
+    for (size_t g = 0; g < a.bsums.size(); ++g) {
+      int sum = 0;
+      for (size_t i = 0; i < 16; ++i) sum += a.qs[16 * g + i];
+      a.bsums[g] = static_cast<int16_t>(sum);
+    }
+    for (const KQuant& k : kTypes) {
+      if (k.type != TensorType::kQ2_K && k.type != TensorType::kQ3_K) continue;
+      const size_t row_bytes = kCols / kSuper * k.block_bytes;
+      for (const int fill : {-1, 0x00, 0xff}) {
+        std::vector<uint8_t> w = random_weights(k, kRows, kCols, rng);
+        if (fill >= 0) {
+          // Every quant and scale byte at one value (Q3_K 0x00: quant -4 with scale -32, whose
+          // product 128 is the largest).
+          for (size_t r = 0; r < kRows; ++r) {
+            for (size_t b = 0; b < kCols / kSuper; ++b) {
+              uint8_t* blk = w.data() + r * row_bytes + b * k.block_bytes;
+              std::memset(blk, fill, k.d_offset);
+              put_fp16(blk + k.d_offset, 0.01f);
+              if (k.has_dmin) put_fp16(blk + k.d_offset + 2, 0.0021f);
+            }
           }
         }
-      }
-      std::vector<float> y_scalar(kTokens * kRows);
-      k.scalar(w.data(), row_bytes, kRows, view_of(a), y_scalar.data(), kRows);
-      for (const auto& [variant, fn] : simd_kernels(k)) {
-        std::vector<float> y_simd(kTokens * kRows);
-        fn(w.data(), row_bytes, kRows, view_of(a), y_simd.data(), kRows);
-        size_t mismatches = 0;
-        for (size_t i = 0; i < y_simd.size(); ++i) {
-          if (bits_of(y_simd[i]) != bits_of(y_scalar[i]) || std::isnan(y_scalar[i])) ++mismatches;
+        std::vector<float> y_scalar(n_tokens * kRows);
+        k.scalar(w.data(), row_bytes, kRows, view_of(a), y_scalar.data(), kRows);
+        for (const auto& [variant, fn] : simd_kernels(k)) {
+          std::vector<float> y_simd(n_tokens * kRows);
+          fn(w.data(), row_bytes, kRows, view_of(a), y_simd.data(), kRows);
+          size_t mismatches = 0;
+          for (size_t i = 0; i < y_simd.size(); ++i) {
+            if (bits_of(y_simd[i]) != bits_of(y_scalar[i]) || std::isnan(y_scalar[i])) ++mismatches;
+          }
+          INFO(k.name << " " << variant << " fill " << fill << " tokens " << n_tokens);
+          CHECK(mismatches == 0);
         }
-        INFO(k.name << " " << variant << " fill " << fill);
-        CHECK(mismatches == 0);
       }
     }
   }
