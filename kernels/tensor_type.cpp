@@ -11,7 +11,7 @@ namespace {
 constexpr uint32_t kQK = 32;    // elements per block of the legacy quant types
 constexpr uint32_t kQKK = 256;  // elements per super-block of the k-quants and i-quants
 
-constexpr std::array<TensorTypeTraits, 41> kTypes = {{
+constexpr std::array<TensorTypeTraits, 42> kTypes = {{
     {TensorType::kF32, "f32", 1, 4},
     {TensorType::kF16, "f16", 1, 2},
     {TensorType::kQ4_0, "q4_0", kQK, 2 + kQK / 2},
@@ -55,6 +55,7 @@ constexpr std::array<TensorTypeTraits, 41> kTypes = {{
     {TensorType::kBool, "BOOL", 1, 1},
     {TensorType::kF8_E4M3, "F8_E4M3", 1, 1},
     {TensorType::kF8_E5M2, "F8_E5M2", 1, 1},
+    {TensorType::kF8_E4M3_B128, "f8_e4m3_b128", 128, 4 + 128},
 }};
 
 const TensorTypeTraits* find(TensorType type) {

@@ -11,8 +11,9 @@
 namespace tandem {
 
 // Values below 1000 equal ggml's type ids as written in GGUF tensor infos. Values from 1000 on
-// exist only in safetensors. Removed ggml ids (4, 5, 31-33, 36-38) are not listed and are
-// rejected as unknown.
+// exist only in safetensors. Values from 2000 on are Tandem's own layouts, which no file holds:
+// the loader builds them from a checkpoint's tensors. Removed ggml ids (4, 5, 31-33, 36-38) are
+// not listed and are rejected as unknown.
 enum class TensorType : uint32_t {
   kF32 = 0,
   kF16 = 1,
@@ -56,6 +57,13 @@ enum class TensorType : uint32_t {
   kBool = 1004,
   kF8_E4M3 = 1005,
   kF8_E5M2 = 1006,
+  // Tandem's layouts.
+  // FP8 E4M3 ("e4m3fn": bias 7, no infinities) in blocks of 128 elements along a row, each block
+  // a little-endian float32 scale followed by the 128 codes (132 bytes); element = code's value *
+  // scale. Built at load from a block-quantized FP8 checkpoint (a F8_E4M3 weight and its
+  // weight_scale_inv, as DeepSeek-V3, Kimi-K2, MiniMax-M2 and Qwen3-FP8 publish them); the NaN
+  // codes 0x7F and 0xFF never occur (the conversion refuses them).
+  kF8_E4M3_B128 = 2000,
 };
 
 struct TensorTypeTraits {

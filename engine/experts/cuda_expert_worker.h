@@ -26,11 +26,11 @@ namespace tandem::experts {
 //
 // Owns its device memory (plain cudaMalloc, one allocation per layer plus per-call scratch
 // that grows on demand) and frees it in the destructor. Weights are of a type of
-// kernels/cuda/cuda_weight_types.h (F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q4_K, Q5_K, Q6_K),
-// dequantized in-kernel; arithmetic is float (quantized weights meet float activations, i.e. the
-// CPU worker's kFloat mode, not its kQuantized path), so results match the CPU worker to rounding,
-// not bit for bit. The clamped SwiGLU and the biases are written and compiled but have never run
-// on a GPU.
+// kernels/cuda/cuda_weight_types.h (F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q4_K, Q5_K, Q6_K,
+// F8_E4M3_B128), dequantized in-kernel; arithmetic is float (quantized weights meet float
+// activations, i.e. the CPU worker's kFloat mode, not its kQuantized path), so results match the
+// CPU worker to rounding, not bit for bit. The clamped SwiGLU and the biases are written and
+// compiled but have never run on a GPU.
 //
 // Threading: create() and run() from one thread at a time (the MoE executor's); the worker
 // makes its device current on that thread. run() blocks until the device has finished.

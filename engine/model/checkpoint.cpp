@@ -9,6 +9,7 @@
 #include <set>
 
 #include "engine/model/architecture_spec.h"
+#include "engine/model/fp8_block_weights.h"
 #include "engine/model/gguf_file.h"
 #include "engine/model/gpt_oss_hf_experts.h"
 #include "engine/model/safetensors_checkpoint.h"
@@ -106,29 +107,47 @@ Result<Checkpoint> open_gguf(const std::string& path) {
 // the converted copies.
 struct ConvertedHfCheckpoint {
   std::shared_ptr<const SafetensorsCheckpoint> reader;
-  GptOssHfExperts experts;
+  std::vector<ConvertedTensors> conversions;
 };
 
-// GPT-OSS experts come interleaved and transposed (or in transformers' MXFP4 layout): the derived
-// tensors replace their sources in c.tensors, and c.owner owns them too.
-Status convert_gpt_oss_experts(const ModelSpec& spec, Checkpoint& c,
-                               std::shared_ptr<const SafetensorsCheckpoint> reader) {
-  Result<GptOssHfExperts> experts = repack_gpt_oss_hf_experts(spec, c.tensors);
-  if (!experts.ok()) return experts.status().with_prefix(c.path);
-  auto owner = std::make_shared<ConvertedHfCheckpoint>();
-  owner->reader = std::move(reader);
-  owner->experts = std::move(experts).value();
-  const std::set<std::string> replaced(owner->experts.replaced.begin(),
-                                       owner->experts.replaced.end());
+// Puts `converted` in place of the tensors it replaces in c.tensors; its buffers join the
+// checkpoint's owner.
+void replace_tensors(Checkpoint& c, ConvertedHfCheckpoint& owner, ConvertedTensors converted) {
+  const std::set<std::string> replaced(converted.replaced.begin(), converted.replaced.end());
   std::vector<TensorInfo> tensors;
-  tensors.reserve(c.tensors.size() + owner->experts.tensors.size());
+  tensors.reserve(c.tensors.size() + converted.tensors.size());
   for (TensorInfo& t : c.tensors) {
     if (replaced.count(t.name) == 0) tensors.push_back(std::move(t));
   }
-  for (const TensorInfo& t : owner->experts.tensors) tensors.push_back(t);
+  for (const TensorInfo& t : converted.tensors) tensors.push_back(t);
   c.tensors = std::move(tensors);
+  owner.conversions.push_back(std::move(converted));
+}
+
+// The conversions an HF checkpoint needs before its tensors bind: FP8 block-quantized weights
+// into kF8_E4M3_B128; GPT-OSS experts, which come interleaved and transposed (or in transformers'
+// MXFP4 layout). `spec` is null when config.json did not give a valid one.
+Status convert_hf_tensors(const nlohmann::json& config, const ModelSpec* spec, Checkpoint& c,
+                          std::shared_ptr<const SafetensorsCheckpoint> reader) {
+  Result<std::optional<Fp8BlockConfig>> fp8 = fp8_block_config(config);
+  if (!fp8.ok()) return fp8.status().with_prefix(c.path);
+  const bool gpt_oss = spec != nullptr && spec->architecture == Architecture::kGptOss;
+  if (!fp8->has_value() && !gpt_oss) return Status();
+  auto owner = std::make_shared<ConvertedHfCheckpoint>();
+  owner->reader = std::move(reader);
+  if (fp8->has_value()) {
+    Result<ConvertedTensors> weights = convert_fp8_block_weights(**fp8, c.tensors);
+    if (!weights.ok()) return weights.status().with_prefix(c.path);
+    replace_tensors(c, *owner, std::move(weights).value());
+  }
+  if (gpt_oss) {
+    Result<GptOssHfExperts> experts = repack_gpt_oss_hf_experts(*spec, c.tensors);
+    if (!experts.ok()) return experts.status().with_prefix(c.path);
+    replace_tensors(c, *owner, std::move(experts).value());
+  }
   c.owner = std::move(owner);
-  return Status();
+  // A file that shrank while it was read gave zeros (mapping_fault_guard.h): say so now.
+  return check_checkpoint_files(c);
 }
 
 Result<Checkpoint> open_hf(const std::string& path) {
@@ -167,9 +186,8 @@ Result<Checkpoint> open_hf(const std::string& path) {
     }
   }
   Result<ModelSpec> spec = spec_from_hf_config(config, "config.json");
-  if (spec.ok() && spec->architecture == Architecture::kGptOss && validate_spec(*spec).ok()) {
-    TANDEM_RETURN_IF_ERROR(convert_gpt_oss_experts(*spec, c, owner));
-  }
+  const bool spec_valid = spec.ok() && validate_spec(*spec).ok();
+  TANDEM_RETURN_IF_ERROR(convert_hf_tensors(config, spec_valid ? &*spec : nullptr, c, owner));
   TANDEM_RETURN_IF_ERROR(finish_model(c, std::move(spec), TensorNaming::kHf));
   return c;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/model/converted_tensors.h"
 #include "engine/model/model_spec.h"
 #include "engine/model/tensor_info.h"
 
@@ -36,12 +37,7 @@ namespace tandem::model {
 //     and element j + 16 in its high nibble -- the same values: ggml's {0, 1, 2, 3, 4, 6, 8, 12,
 //     ...} x 2^(e - 128) equals HF's table x 2^(e - 127));
 //   gate_proj.bias, up_proj.bias [E, f]: the source bias de-interleaved.
-struct GptOssHfExperts {
-  std::vector<TensorInfo> tensors;    // the derived tensors; data points into `buffers`
-  std::vector<std::string> replaced;  // names of the file tensors they replace
-  // The converted bytes. Moving this object (or the vector) keeps every `data` view valid.
-  std::vector<std::vector<uint8_t>> buffers;
-};
+using GptOssHfExperts = ConvertedTensors;
 
 // Converts every layer's gate_up / down expert tensors (either layout) and gate_up_proj_bias of
 // `tensors` (a GptOssForCausalLM checkpoint's file tensors) for `spec` (validated: the shapes

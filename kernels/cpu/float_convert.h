@@ -33,6 +33,20 @@ constexpr float bf16_to_fp32(uint16_t b) {
   return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
 }
 
+// The value of the FP8 E4M3 code `b` (OCP "e4m3fn": sign, 4 exponent bits with bias 7, 3 mantissa
+// bits, subnormals, no infinities): exact; the NaN codes 0x7F and 0xFF give a quiet NaN, as
+// torch's float8_e4m3fn -> float32 cast does. Pure function; any thread.
+constexpr float fp8_e4m3_to_fp32(uint8_t b) {
+  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
+  const uint32_t exponent = (b >> 3) & 0x0fu;
+  const uint32_t mantissa = b & 0x07u;
+  if ((b & 0x7fu) == 0x7fu) return std::bit_cast<float>(sign | 0x7fc00000u);
+  if (exponent != 0)
+    return std::bit_cast<float>(sign | ((exponent + 120) << 23) | (mantissa << 20));
+  const float magnitude = static_cast<float>(mantissa) * 0x1p-9f;  // subnormal: m/8 * 2^-6
+  return sign != 0 ? -magnitude : magnitude;
+}
+
 // Little-endian loads from unaligned bytes (block fields in GGUF data have no alignment).
 constexpr uint16_t load_le16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (p[1] << 8));

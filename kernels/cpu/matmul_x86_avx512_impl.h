@@ -65,6 +65,29 @@ struct Avx512Q8_0 {
   }
 };
 
+// kF8_E4M3_B128, 16 codes at a time (see Avx2F8B128).
+struct Avx512F8B128 {
+  static __m512 convert(const uint8_t* codes, __m512 scale) {
+    const __m256i c =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+    const __m256i magnitude = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x7f)), 7);
+    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x80)), 8);
+    return _mm512_mul_ps(_mm512_cvtph_ps(_mm256_or_si256(magnitude, sign)), scale);
+  }
+  static __m512 scale(const uint8_t* block) {
+    float s;
+    std::memcpy(&s, block, 4);
+    return _mm512_set1_ps(s * 0x1p8f);
+  }
+  static __m512 load(const uint8_t* row, size_t i) {
+    const uint8_t* block = row + (i / 128) * 132;
+    return convert(block + 4 + i % 128, scale(block));
+  }
+  static __m512 load(const uint8_t* row, size_t i, __mmask16 m) {
+    return _mm512_maskz_mov_ps(m, load(row, i));  // unused: rows are whole 128-blocks
+  }
+};
+
 // As avx2_dot with 16 lanes: per (row, token) two FMA chains over 32-float steps, one 16-float
 // step into the first, a masked tail into the second, then (a0 + a1) reduced in
 // _mm512_reduce_add_ps's fixed order. Per-element operations depend neither on R and T nor on the
@@ -163,6 +186,10 @@ bool avx512_dot_rows_direct(TensorType type, const uint8_t* w, size_t row_bytes,
       avx512_dot_blocked<AVX512_DOT_R, AVX512_DOT_T, Avx512Q8_0>(x, n_tokens, w, row_bytes, rows,
                                                                  cols, y, y_stride);
       return true;
+    case TensorType::kF8_E4M3_B128:
+      avx512_dot_blocked<AVX512_DOT_R, AVX512_DOT_T, Avx512F8B128>(x, n_tokens, w, row_bytes, rows,
+                                                                   cols, y, y_stride);
+      return true;
     default:
       return false;
   }
@@ -207,6 +234,15 @@ void avx512_q8_0_to_float(const uint8_t* src, size_t n, float* dst) {
   }
 }
 
+void avx512_f8_b128_to_float(const uint8_t* src, size_t n, float* dst) {
+  for (size_t b = 0; b < n / 128; ++b, src += 132, dst += 128) {
+    const __m512 d = Avx512F8B128::scale(src);
+    for (size_t k = 0; k < 128; k += 16) {
+      _mm512_storeu_ps(dst + k, Avx512F8B128::convert(src + 4 + k, d));
+    }
+  }
+}
+
 bool avx512_to_float(TensorType type, const uint8_t* src, size_t n, float* dst) {
   switch (type) {
     case TensorType::kF16:
@@ -217,6 +253,9 @@ bool avx512_to_float(TensorType type, const uint8_t* src, size_t n, float* dst) 
       return true;
     case TensorType::kQ8_0:
       avx512_q8_0_to_float(src, n, dst);
+      return true;
+    case TensorType::kF8_E4M3_B128:
+      avx512_f8_b128_to_float(src, n, dst);
       return true;
     default:
       return avx2_to_float(type, src, n, dst);

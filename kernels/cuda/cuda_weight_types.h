@@ -35,7 +35,7 @@ inline constexpr CudaWeightType kCudaWeightTypes[] = {
     {TensorType::kBF16, 1, 2, 2},     {TensorType::kQ8_0, 32, 34, 2},
     {TensorType::kQ4_0, 32, 18, 1},   {TensorType::kMXFP4, 32, 17, 1},
     {TensorType::kQ4_K, 256, 144, 1}, {TensorType::kQ5_K, 256, 176, 1},
-    {TensorType::kQ6_K, 256, 210, 1},
+    {TensorType::kQ6_K, 256, 210, 1}, {TensorType::kF8_E4M3_B128, 128, 132, 1},
 };
 
 // The row of `type`, or null when the kernels do not take it.

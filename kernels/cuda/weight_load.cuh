@@ -6,8 +6,8 @@
 // kernels::WeightMatrix). For a block type, k is a multiple of its block (32 or 256; the launchers
 // check it); for F32/F16/BF16 any k > 0 works and columns >= k read as zero. The matrix start must
 // be aligned to the type's CudaWeightType::alignment (matmul_enqueue checks it; the expert FFN's
-// callers must give it). Q4_0, MXFP4 and the K-quants are read byte by byte (their rows start at
-// multiples of 18, 17, 144, 176 or 210 bytes, so no wider alignment holds for all of them).
+// callers must give it). Q4_0, MXFP4, the K-quants and F8_E4M3_B128 are read byte by byte (their
+// rows start at multiples of 18, 17, 144, 176, 210 or 132 bytes).
 //
 // Every conversion gives exactly the float of kernels::dequantize() (kernels/cpu): the same float
 // operations in the same order, written as __fmul_rn / __fsub_rn so that nvcc's default FMA
@@ -159,6 +159,25 @@ __device__ __forceinline__ void q6_k(const uint8_t* block, int e0, float* dst) {
   }
 }
 
+// The value of FP8 E4M3 code b (as kernels::fp8_e4m3_to_fp32; kF8_E4M3_B128 holds no NaN code).
+__device__ __forceinline__ float fp8_e4m3(unsigned b) {
+  const unsigned sign = (b & 0x80u) << 24;
+  const unsigned exponent = (b >> 3) & 0x0fu;
+  const unsigned mantissa = b & 0x07u;
+  if (exponent != 0) return __uint_as_float(sign | ((exponent + 120u) << 23) | (mantissa << 20));
+  const float magnitude = __fmul_rn(static_cast<float>(mantissa), 0x1p-9f);  // exact
+  return sign != 0 ? -magnitude : magnitude;
+}
+
+// kF8_E4M3_B128 (132 B: little-endian float32 scale, then 128 codes; read byte by byte): element
+// e = fp8_e4m3(code e) * scale. e0 % 8 == 0.
+__device__ __forceinline__ void f8_e4m3_b128(const uint8_t* block, int e0, float* dst) {
+  const float scale = __uint_as_float(static_cast<unsigned>(block[0]) | (block[1] << 8) |
+                                      (block[2] << 16) | (static_cast<unsigned>(block[3]) << 24));
+#pragma unroll
+  for (int j = 0; j < 8; ++j) dst[j] = __fmul_rn(fp8_e4m3(block[4 + e0 + j]), scale);
+}
+
 }  // namespace detail
 
 // Converts the 8 weights [c0, c0 + 8) of one row to float; columns >= k are zero. c0 % 8 == 0.
@@ -201,6 +220,8 @@ __device__ __forceinline__ void load8(const uint8_t* row, int c0, int k, float* 
       detail::q45_k<false>(block, e0, dst);
     } else if constexpr (T == TensorType::kQ5_K) {
       detail::q45_k<true>(block, e0, dst);
+    } else if constexpr (T == TensorType::kF8_E4M3_B128) {
+      detail::f8_e4m3_b128(block, e0, dst);
     } else {
       static_assert(T == TensorType::kQ6_K, "a listed block type without a conversion");
       detail::q6_k(block, e0, dst);

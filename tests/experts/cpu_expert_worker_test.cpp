@@ -21,7 +21,7 @@ constexpr size_t kTokens = 9;
 const TensorType kTypes[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16,
                              TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kMXFP4,
                              TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K,
-                             TensorType::kQ5_K, TensorType::kQ6_K};
+                             TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kF8_E4M3_B128};
 
 // One expert's matrix (rows x cols of the fused tensor) dequantized.
 std::vector<float> expert_floats(const model::TensorInfo& t, size_t expert) {

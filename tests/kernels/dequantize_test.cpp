@@ -3,12 +3,16 @@
 
 #include <bit>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "kernels/cpu/dequantize_rows.h"
 #include "kernels/cpu/float_convert.h"
 
 namespace tandem::kernels {
@@ -110,6 +114,38 @@ TEST_CASE("bf16 to fp32 keeps the bits", "[kernels]") {
   CHECK(bf16_to_fp32(0xc0a0) == -5.0f);
   CHECK(float_bits(bf16_to_fp32(0x7fc1)) == 0x7fc10000u);
   CHECK(float_bits(bf16_to_fp32(0x0001)) == 0x00010000u);  // subnormal kept
+}
+
+TEST_CASE("fp8 e4m3 to fp32 matches torch for all 256 codes", "[kernels][fp8]") {
+  // The values torch's float8_e4m3fn -> float32 cast gives, listed by
+  // scripts/fixtures/make_hf_fixtures.py in the FP8 fixture's reference.json (NaN as null).
+  std::ifstream in(TANDEM_SOURCE_DIR "/tests/fixtures/hf/deepseek_v3_fp8/reference.json");
+  REQUIRE(in.good());
+  const nlohmann::json values = nlohmann::json::parse(in).at("e4m3_values");
+  REQUIRE(values.size() == 256);
+  size_t mismatches = 0;
+  for (uint32_t code = 0; code < 256; ++code) {
+    const float got = fp8_e4m3_to_fp32(static_cast<uint8_t>(code));
+    const bool same = values[code].is_null()
+                          ? std::isnan(got)
+                          : float_bits(got) == float_bits(values[code].get<float>());
+    if (!same && mismatches++ < 5) FAIL_CHECK("code 0x" << std::hex << code << std::dec);
+  }
+  CHECK(mismatches == 0);
+  CHECK(fp8_e4m3_to_fp32(0x38) == 1.0f);
+  CHECK(fp8_e4m3_to_fp32(0x7e) == 448.0f);
+  CHECK(fp8_e4m3_to_fp32(0x01) == 0x1p-9f);
+  CHECK(float_bits(fp8_e4m3_to_fp32(0x80)) == 0x80000000u);  // -0
+  // A block: the scale times each code's value, one rounding.
+  std::vector<uint8_t> block(132);
+  const float scale = 0.3f;
+  std::memcpy(block.data(), &scale, 4);
+  for (size_t j = 0; j < 128; ++j) block[4 + j] = static_cast<uint8_t>(j * 2);  // even: no NaN code
+  std::vector<float> out(128);
+  dequantize_f8_e4m3_b128(block.data(), out.data(), 1);
+  for (size_t j = 0; j < 128; ++j) {
+    CHECK(float_bits(out[j]) == float_bits(fp8_e4m3_to_fp32(static_cast<uint8_t>(j * 2)) * scale));
+  }
 }
 
 TEST_CASE("dequantize rejects a source of the wrong size", "[kernels]") {

@@ -92,6 +92,25 @@ RandomWeights random_weights(TensorType type, size_t rows, size_t cols, size_t m
       }
       break;
     }
+    case TensorType::kF8_E4M3_B128: {
+      std::uniform_int_distribution<int> code(0, 255);
+      for (size_t b = 0; b < n / 128; ++b) {
+        // Block scales of the usual size and, now and then, tiny or subnormal ones.
+        const float scale = (b % 7 == 3   ? 1e-39f
+                             : b % 5 == 1 ? 1e-30f
+                                          : 0.002f) *
+                            (1.0f + std::fabs(normal(rng)));
+        uint8_t sb[4];
+        std::memcpy(sb, &scale, 4);
+        bytes.insert(bytes.end(), sb, sb + 4);
+        for (size_t j = 0; j < 128; ++j) {
+          int c = code(rng);
+          if ((c & 0x7f) == 0x7f) c ^= 1;  // the layout holds no NaN codes
+          bytes.push_back(static_cast<uint8_t>(c));
+        }
+      }
+      break;
+    }
     default:
       FAIL("unsupported test type");
   }
@@ -212,6 +231,13 @@ TEST_CASE("SIMD weight conversion is bit-equal to dequantize", "[kernels][simd]"
     REQUIRE(dequantize(TensorType::kQ8_0, q8_bytes, want).ok());
     REQUIRE(k.to_float(TensorType::kQ8_0, q8_bytes.data(), want.size(), got.data()));
     CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    // FP8 blocks: every non-NaN code under normal, tiny and subnormal scales.
+    const RandomWeights f8 = random_weights(TensorType::kF8_E4M3_B128, 6, 512, 3, rng);
+    const std::span<const uint8_t> f8_bytes(f8.w.data, f8.w.rows * f8.w.row_bytes);
+    std::vector<float> f8_want(6 * 512), f8_got(6 * 512);
+    REQUIRE(dequantize(TensorType::kF8_E4M3_B128, f8_bytes, f8_want).ok());
+    REQUIRE(k.to_float(TensorType::kF8_E4M3_B128, f8_bytes.data(), f8_want.size(), f8_got.data()));
+    CHECK(std::memcmp(f8_want.data(), f8_got.data(), f8_want.size() * sizeof(float)) == 0);
     // Types without a SIMD conversion are left to dequantize().
     CHECK_FALSE(k.to_float(TensorType::kQ4_K, q8_bytes.data(), 256, got.data()));
   }
@@ -274,11 +300,12 @@ TEST_CASE("SIMD float path matches the scalar reference for every weight type", 
   VariantGuard guard;
   std::mt19937 rng(5);
   const std::vector<TensorType> types = {TensorType::kF32, TensorType::kF16, TensorType::kBF16,
-                                         TensorType::kQ8_0};
+                                         TensorType::kQ8_0, TensorType::kF8_E4M3_B128};
   for (TensorType type : types) {
-    for (const size_t cols :
-         {size_t{1}, size_t{13}, size_t{32}, size_t{100}, size_t{160}, size_t{777}, size_t{2048}}) {
-      if (type == TensorType::kQ8_0 && cols % 32 != 0) continue;
+    for (const size_t cols : {size_t{1}, size_t{13}, size_t{32}, size_t{100}, size_t{128},
+                              size_t{160}, size_t{777}, size_t{2048}}) {
+      const size_t block = tensor_type_traits(type)->block_elements;
+      if (cols % block != 0) continue;
       for (const size_t n_tokens : {size_t{1}, size_t{2}, size_t{7}, size_t{33}}) {
         const size_t rows = cols >= 777 ? 11 : 37;
         for (const size_t misalign : {size_t{0}, size_t{1}}) {

@@ -1,5 +1,5 @@
 // Test helper: the bytes of a random weight matrix in F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q2_K,
-// Q3_K, Q4_K, Q5_K or Q6_K.
+// Q3_K, Q4_K, Q5_K, Q6_K or F8_E4M3_B128.
 #pragma once
 
 #include <cmath>
@@ -64,6 +64,15 @@ inline std::vector<uint8_t> random_quant_bytes(TensorType type, size_t rows, siz
       case TensorType::kQ6_K:  // (d * scale) * (q - 32), |scale| <= 128
         put_half(block + 208, -1e-4f, 1e-4f);
         break;
+      case TensorType::kF8_E4M3_B128: {  // value(code) * scale, |value| <= 448; no NaN codes
+        const float scale =
+            std::uniform_real_distribution<float>(0.2f, 1.0f)(rng) * 0.4f * m / 448.0f;
+        std::memcpy(block, &scale, 4);
+        for (size_t j = 4; j < 132; ++j) {
+          if ((block[j] & 0x7f) == 0x7f) block[j] ^= 1;
+        }
+        break;
+      }
       default:
         throw std::invalid_argument("random_quant_bytes: no generator for this type");
     }

@@ -88,6 +88,31 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "HF DeepSeek-V3 in block-quantized FP8 (the published checkpoints' layout) matches "
+    "transformers",
+    "[runtime][forward][hf][deepseek2][fp8]") {
+  // Every linear weight of the layers is float8_e4m3fn with a float32 scale per 128 x 128 block
+  // (weight_scale_inv), converted at open into f8_e4m3_b128 rows; the reference ran transformers
+  // in float32 on exactly the dequantized weights. FP8 weights meet float activations, so the
+  // arithmetic differs from transformers' only in summation order: the F32 tolerance.
+  check_arch("deepseek_v3_fp8", 1e-4f);
+  auto c = model::open_model(hf_dir("deepseek_v3_fp8"));
+  REQUIRE(c.ok());
+  size_t fp8 = 0;
+  for (const model::TensorInfo& t : c->tensors) {
+    CHECK_FALSE(t.name.ends_with("_scale_inv"));
+    if (t.type == TensorType::kF8_E4M3_B128) {
+      ++fp8;
+      CHECK(t.derived_from == t.name + "," + t.name + "_scale_inv");
+    }
+  }
+  // Per layer: q_a, q_b, kv_a, kv_b, o; layer 0 a dense FFN (3), layers 1-2 8 experts x 3 plus
+  // a shared expert (3).
+  CHECK(fp8 == 3 * 5 + 3 + 2 * (8 * 3 + 3));
+  CHECK(c->weights->unused.empty());
+}
+
+TEST_CASE(
     "HF DeepSeek-V2 (softmax routing: V2-Lite's greedy top-k with YaRN; V2's group-limited "
     "greedy, a group scored by its best expert) matches transformers",
     "[runtime][forward][hf][deepseek2]") {
