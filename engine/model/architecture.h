@@ -80,7 +80,10 @@ struct LayerRecipe {
   bool default_norm_topk_prob = false;
 };
 
-enum class WeightRole;  // engine/model/weight_names.h
+enum class WeightRole;    // engine/model/weight_names.h
+struct ModelSpec;         // engine/model/model_spec.h
+struct TensorInfo;        // engine/model/tensor_info.h
+struct ConvertedTensors;  // engine/model/converted_tensors.h
 
 // One HF tensor name within a layer (what follows "model.layers.N.") and the role it holds.
 struct HfSuffix {
@@ -111,6 +114,11 @@ struct HfNames {
   // For messages: the file tensor a role comes from when the opener derives that role's tensor
   // (GPT-OSS's interleaved experts, gpt_oss_hf_experts.h); looked up before every other name.
   std::span<const HfSuffix> sources = {};
+  // The conversion the opener runs on the checkpoint's tensors before binding them, for a layout
+  // the kernels do not take as it is (GPT-OSS's interleaved, transposed or MXFP4-split experts,
+  // gpt_oss_hf_experts.h): the derived tensors replace their sources. Null for none.
+  Result<ConvertedTensors> (*convert)(const ModelSpec& spec,
+                                      std::span<const TensorInfo> tensors) = nullptr;
 };
 
 // How spec_from_gguf / spec_from_hf_config read one architecture's own keys and fields

@@ -11,7 +11,6 @@
 #include "engine/model/architecture_spec.h"
 #include "engine/model/fp8_block_weights.h"
 #include "engine/model/gguf_file.h"
-#include "engine/model/gpt_oss_hf_experts.h"
 #include "engine/model/safetensors_checkpoint.h"
 
 namespace tandem::model {
@@ -125,14 +124,14 @@ void replace_tensors(Checkpoint& c, ConvertedHfCheckpoint& owner, ConvertedTenso
 }
 
 // The conversions an HF checkpoint needs before its tensors bind: FP8 block-quantized weights
-// into kF8_E4M3_B128; GPT-OSS experts, which come interleaved and transposed (or in transformers'
-// MXFP4 layout). `spec` is null when config.json did not give a valid one.
+// into kF8_E4M3_B128, then the architecture's own (HfNames::convert). `spec` is null when
+// config.json did not give a valid one.
 Status convert_hf_tensors(const nlohmann::json& config, const ModelSpec* spec, Checkpoint& c,
                           std::shared_ptr<const SafetensorsCheckpoint> reader) {
   Result<std::optional<Fp8BlockConfig>> fp8 = fp8_block_config(config);
   if (!fp8.ok()) return fp8.status().with_prefix(c.path);
-  const bool gpt_oss = spec != nullptr && spec->architecture == Architecture::kGptOss;
-  if (!fp8->has_value() && !gpt_oss) return Status();
+  const auto arch_convert = spec != nullptr ? traits(spec->architecture).hf.convert : nullptr;
+  if (!fp8->has_value() && arch_convert == nullptr) return Status();
   auto owner = std::make_shared<ConvertedHfCheckpoint>();
   owner->reader = std::move(reader);
   if (fp8->has_value()) {
@@ -140,10 +139,10 @@ Status convert_hf_tensors(const nlohmann::json& config, const ModelSpec* spec, C
     if (!weights.ok()) return weights.status().with_prefix(c.path);
     replace_tensors(c, *owner, std::move(weights).value());
   }
-  if (gpt_oss) {
-    Result<GptOssHfExperts> experts = repack_gpt_oss_hf_experts(*spec, c.tensors);
-    if (!experts.ok()) return experts.status().with_prefix(c.path);
-    replace_tensors(c, *owner, std::move(experts).value());
+  if (arch_convert != nullptr) {
+    Result<ConvertedTensors> converted = arch_convert(*spec, c.tensors);
+    if (!converted.ok()) return converted.status().with_prefix(c.path);
+    replace_tensors(c, *owner, std::move(converted).value());
   }
   c.owner = std::move(owner);
   // A file that shrank while it was read gave zeros (mapping_fault_guard.h): say so now.

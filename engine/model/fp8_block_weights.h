@@ -39,7 +39,7 @@ Result<std::optional<Fp8BlockConfig>> fp8_block_config(const nlohmann::json& con
 // the same name and shape (derived_from names both; both are listed in `replaced`). Conversion
 // runs on all hardware threads. INVALID_ARGUMENT listing every problem, each naming its tensor: an
 // F8_E4M3 tensor without its scale, a shape that is not 2-D, a column count that is not a multiple
-// of 128, a scale whose dtype or shape does not match, a scale that is not finite or is above 2^64
+// of 128, a scale whose dtype or shape does not match, a scale that is not finite or is 2^7 or more
 // in magnitude, a NaN code (0x7F or 0xFF) in the weights. Allocates the copies.
 Result<ConvertedTensors> convert_fp8_block_weights(const Fp8BlockConfig& config,
                                                    std::span<const TensorInfo> tensors);

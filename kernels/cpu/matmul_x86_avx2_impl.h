@@ -94,31 +94,35 @@ struct Avx2Q8_0 {
   }
 };
 
-// FP8 E4M3 codes (one per 16-bit lane, zero-extended) as the fp16 bit patterns of their values
-// times 2^-8: the sign moves to bit 15, exponent and mantissa to bits 7..13, so an E4M3 exponent
-// e (bias 7) reads as the fp16 exponent e (bias 15). Exact for every code, subnormals included
-// (F16C converts fp16 subnormals exactly); the NaN codes, which kF8_E4M3_B128 never holds, become
-// finite.
-__m128i avx2_fp8_as_halves(__m128i codes) {
-  const __m128i magnitude = _mm_slli_epi16(_mm_and_si128(codes, _mm_set1_epi16(0x7f)), 7);
-  const __m128i sign = _mm_slli_epi16(_mm_and_si128(codes, _mm_set1_epi16(0x80)), 8);
-  return _mm_or_si128(magnitude, sign);
+// FP8 E4M3 codes, sign-extended to 16 bits, as the fp16 bit patterns of their values times 2^-8:
+// shifted left by 7 the sign copies fill bits 14..15 and exponent and mantissa land in bits 7..13,
+// so clearing bit 14 leaves the sign at bit 15 and the E4M3 exponent e (bias 7) as the fp16
+// exponent e (bias 15); a subnormal code (e = 0) becomes the fp16 subnormal of the same mantissa,
+// which F16C converts exactly and without the microcode assist a float32 subnormal operand of a
+// multiply costs on Intel cores. Exact for every code but the NaN codes, which kF8_E4M3_B128 never
+// holds.
+__m128i avx2_fp8_as_halves(__m128i sign_extended) {
+  return _mm_and_si128(_mm_slli_epi16(sign_extended, 7),
+                       _mm_set1_epi16(static_cast<short>(0xBFFF)));
 }
 
-// kF8_E4M3_B128: 132-byte blocks (float32 scale, 128 codes). The halves are 2^-8 times the code's
-// value, so the scale is taken times 2^8: both factors are exact, and their product rounds once,
-// as the scalar code * scale does.
+// kF8_E4M3_B128: 132-byte blocks (float32 scale, 128 codes). The converted codes are 2^-8 times
+// their values, so they are multiplied by the scale times 2^8: both factors are exact (the
+// conversion refuses scales of 2^7 or more), and their product rounds once, as the scalar code *
+// scale does.
 struct Avx2F8B128 {
   static __m256 scale(const uint8_t* block) {
     float s;
     std::memcpy(&s, block, 4);
     return _mm256_set1_ps(s * 0x1p8f);
   }
+  static __m256 convert(const uint8_t* codes, __m256 scale) {
+    const __m128i c = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(avx2_fp8_as_halves(c)), scale);
+  }
   static __m256 load(const uint8_t* row, size_t i) {
     const uint8_t* block = row + (i / 128) * 132;
-    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 4 + i % 128));
-    return _mm256_mul_ps(_mm256_cvtph_ps(avx2_fp8_as_halves(_mm_cvtepu8_epi16(codes))),
-                         scale(block));
+    return convert(block + 4 + i % 128, scale(block));
   }
   static __m256 load_tail(const uint8_t*, size_t, size_t) {
     return _mm256_setzero_ps();  // unused: rows are whole 128-blocks
@@ -285,11 +289,8 @@ void avx2_q8_0_to_float(const uint8_t* src, size_t n, float* dst) {
 void avx2_f8_b128_to_float(const uint8_t* src, size_t n, float* dst) {
   for (size_t b = 0; b < n / 128; ++b, src += 132, dst += 128) {
     const __m256 d = Avx2F8B128::scale(src);
-    for (size_t k = 0; k < 128; k += 8) {
-      const __m128i codes =
-          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 4 + k)));
-      _mm256_storeu_ps(dst + k, _mm256_mul_ps(_mm256_cvtph_ps(avx2_fp8_as_halves(codes)), d));
-    }
+    for (size_t k = 0; k < 128; k += 8)
+      _mm256_storeu_ps(dst + k, Avx2F8B128::convert(src + 4 + k, d));
   }
 }
 

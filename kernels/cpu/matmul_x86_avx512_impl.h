@@ -65,14 +65,14 @@ struct Avx512Q8_0 {
   }
 };
 
-// kF8_E4M3_B128, 16 codes at a time (see Avx2F8B128).
+// kF8_E4M3_B128, 16 codes at a time (see avx2_fp8_as_halves and Avx2F8B128).
 struct Avx512F8B128 {
   static __m512 convert(const uint8_t* codes, __m512 scale) {
     const __m256i c =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
-    const __m256i magnitude = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x7f)), 7);
-    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x80)), 8);
-    return _mm512_mul_ps(_mm512_cvtph_ps(_mm256_or_si256(magnitude, sign)), scale);
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+    const __m256i halves =
+        _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+    return _mm512_mul_ps(_mm512_cvtph_ps(halves), scale);
   }
   static __m512 scale(const uint8_t* block) {
     float s;

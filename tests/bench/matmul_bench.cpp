@@ -82,6 +82,14 @@ std::vector<uint8_t> random_bytes(TensorType type, size_t rows, std::mt19937& rn
       bytes[b] = 120;
       continue;
     }
+    if (type == TensorType::kF8_E4M3_B128) {  // a float32 scale; codes of the layout (no NaN)
+      const float s = 0.01f;
+      std::memcpy(bytes.data() + b, &s, 4);
+      for (size_t j = 4; j < traits.block_bytes; ++j) {
+        if ((bytes[b + j] & 0x7f) == 0x7f) bytes[b + j] ^= 1;
+      }
+      continue;
+    }
     for (size_t off : scale_offsets(type)) std::memcpy(bytes.data() + b + off, &scale, 2);
   }
   return bytes;

@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "engine/model/archs/archs.h"
+#include "engine/model/gpt_oss_hf_experts.h"
 
 namespace tandem::model {
 
@@ -165,7 +166,10 @@ constexpr ArchitectureTraits kGptOssArch{
                .activation = ExpertActivation::kSwiGluOai,
                .expert_bias = true},
     .gguf_ffn_norm = "post_attention_norm",
-    .hf = {.extra = kNames, .own_mlp_names = true, .sources = kSources},
+    .hf = {.extra = kNames,
+           .own_mlp_names = true,
+           .sources = kSources,
+           .convert = repack_gpt_oss_hf_experts},
     .spec_readers = &kReaders,
 };
 
