@@ -24,15 +24,6 @@ constexpr uint64_t kBlockBytes = 4 + kBlock;  // float32 scale + codes
 // and leaves room.
 constexpr float kMaxScale = 0x1p7f;
 
-std::string shape_string(std::span<const uint64_t> shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
 // One weight to convert: its tensors, its checked scales as float, and where its output goes.
 struct Job {
   const TensorInfo* weight = nullptr;

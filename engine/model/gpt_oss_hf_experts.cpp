@@ -15,15 +15,6 @@ constexpr uint64_t kBlock = 32;         // MXFP4 values per block
 constexpr uint64_t kHfBlockBytes = 16;  // transformers: the nibbles only (scales apart)
 constexpr uint64_t kGgmlBlockBytes = 17;
 
-std::string shape_string(std::span<const uint64_t> shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
 bool is_float_type(TensorType type) {
   return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16;
 }

@@ -115,15 +115,6 @@ bool is_supported_matrix_type(TensorType type) {
 
 namespace {
 
-std::string shape_string(std::span<const uint64_t> shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
 // Slots of one layer before checking.
 struct LayerSlots {
   std::vector<const TensorInfo*> single;                   // indexed by WeightRole

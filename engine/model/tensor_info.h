@@ -16,8 +16,8 @@ namespace tandem::model {
 // `data` is a view into a MappedFile owned by the reader's result; it is valid as long as that
 // object lives. Nothing is copied -- except for a derived tensor (derived_from non-empty): one the
 // checkpoint opener converted from file tensors whose layout the kernels cannot use (GPT-OSS's HF
-// experts, gpt_oss_hf_experts.h); its `data` then points into a buffer the Checkpoint owns,
-// `file` is the file of its first source and file_offset is 0.
+// experts, gpt_oss_hf_experts.h; FP8 block weights, fp8_block_weights.h); its `data` then points
+// into a buffer the Checkpoint owns, `file` is the file of its first source and file_offset is 0.
 struct TensorInfo {
   std::string name;  // as written in the file
   TensorType type = TensorType::kF32;
@@ -29,5 +29,15 @@ struct TensorInfo {
   // Empty for a file tensor; for a derived one, the file tensors it was made from, comma-separated.
   std::string derived_from;
 };
+
+// "[2048, 768]": a shape as the messages about tensors write it.
+inline std::string shape_string(std::span<const uint64_t> shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
 
 }  // namespace tandem::model

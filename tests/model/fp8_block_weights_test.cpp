@@ -10,22 +10,12 @@
 
 #include "kernels/cpu/dequantize_rows.h"
 #include "kernels/cpu/float_convert.h"
+#include "tests/model/tensor_view.h"
 
 namespace tandem::model {
 namespace {
 
-TensorInfo tensor(std::string name, TensorType type, std::vector<uint64_t> shape,
-                  const std::vector<uint8_t>& bytes) {
-  TensorInfo t;
-  t.name = std::move(name);
-  t.type = type;
-  t.n_elements = 1;
-  for (uint64_t d : shape) t.n_elements *= d;
-  t.shape = std::move(shape);
-  t.data = std::span<const uint8_t>(bytes.data(), bytes.size());
-  t.file = "memory";
-  return t;
-}
+constexpr auto tensor = testing::tensor_view;
 
 std::vector<uint8_t> floats_as_bytes(const std::vector<float>& v) {
   std::vector<uint8_t> out(4 * v.size());

@@ -14,6 +14,7 @@
 #include "engine/model/model.h"
 #include "engine/model/weight_names.h"
 #include "kernels/cpu/dequantize_rows.h"
+#include "tests/model/tensor_view.h"
 
 namespace tandem::model {
 namespace {
@@ -41,19 +42,7 @@ ModelSpec small_spec() {
   return s;
 }
 
-// A tensor viewing `bytes` (kept alive by the caller).
-TensorInfo tensor(std::string name, TensorType type, std::vector<uint64_t> shape,
-                  const std::vector<uint8_t>& bytes) {
-  TensorInfo t;
-  t.name = std::move(name);
-  t.type = type;
-  t.n_elements = 1;
-  for (uint64_t d : shape) t.n_elements *= d;
-  t.shape = std::move(shape);
-  t.data = std::span<const uint8_t>(bytes.data(), bytes.size());
-  t.file = "memory";
-  return t;
-}
+constexpr auto tensor = testing::tensor_view;
 
 std::vector<uint8_t> pattern_bytes(size_t n, uint32_t seed) {
   std::vector<uint8_t> out(n);
