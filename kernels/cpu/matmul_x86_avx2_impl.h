@@ -138,14 +138,18 @@ template <int R, int T, class W>
 void avx2_dot(const float* x, const uint8_t* w, size_t row_bytes, size_t cols, float* y,
               size_t y_stride) {
   __m256 a0[T][R], a1[T][R];
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) a0[t][r] = a1[t][r] = _mm256_setzero_ps();
   }
   size_t i = 0;
   for (; i + 16 <= cols; i += 16) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 w0 = W::load(w + r * row_bytes, i);
       const __m256 w1 = W::load(w + r * row_bytes, i + 8);
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         a0[t][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * cols + i), w0, a0[t][r]);
         a1[t][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * cols + i + 8), w1, a1[t][r]);
@@ -153,8 +157,10 @@ void avx2_dot(const float* x, const uint8_t* w, size_t row_bytes, size_t cols, f
     }
   }
   if (i + 8 <= cols) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 w0 = W::load(w + r * row_bytes, i);
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         a0[t][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * cols + i), w0, a0[t][r]);
       }
@@ -163,14 +169,18 @@ void avx2_dot(const float* x, const uint8_t* w, size_t row_bytes, size_t cols, f
   }
   if (i < cols) {
     const __m256i m = avx2_first_lanes(cols - i);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 w0 = W::load_tail(w + r * row_bytes, i, cols - i);
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         a1[t][r] = _mm256_fmadd_ps(_mm256_maskload_ps(x + t * cols + i, m), w0, a1[t][r]);
       }
     }
   }
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       y[t * y_stride + r] = avx2_reduce(_mm256_add_ps(a0[t][r], a1[t][r]));
     }

@@ -97,14 +97,18 @@ template <int R, int T, class W>
 void avx512_dot(const float* x, const uint8_t* w, size_t row_bytes, size_t cols, float* y,
                 size_t y_stride) {
   __m512 a0[T][R], a1[T][R];
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) a0[t][r] = a1[t][r] = _mm512_setzero_ps();
   }
   size_t i = 0;
   for (; i + 32 <= cols; i += 32) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 w0 = W::load(w + r * row_bytes, i);
       const __m512 w1 = W::load(w + r * row_bytes, i + 16);
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         a0[t][r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * cols + i), w0, a0[t][r]);
         a1[t][r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * cols + i + 16), w1, a1[t][r]);
@@ -112,8 +116,10 @@ void avx512_dot(const float* x, const uint8_t* w, size_t row_bytes, size_t cols,
     }
   }
   if (i + 16 <= cols) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 w0 = W::load(w + r * row_bytes, i);
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         a0[t][r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * cols + i), w0, a0[t][r]);
       }
@@ -122,14 +128,18 @@ void avx512_dot(const float* x, const uint8_t* w, size_t row_bytes, size_t cols,
   }
   if (i < cols) {
     const __mmask16 m = static_cast<__mmask16>((1u << (cols - i)) - 1u);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 w0 = W::load(w + r * row_bytes, i, m);
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         a1[t][r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + t * cols + i), w0, a1[t][r]);
       }
     }
   }
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       y[t * y_stride + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[t][r], a1[t][r]));
     }
