@@ -97,6 +97,8 @@ std::string_view activation_format_name(ActivationFormat f) {
       return "q8_0";
     case ActivationFormat::kQ8_K:
       return "q8_K";
+    case ActivationFormat::kBF16:
+      return "bf16";
   }
   return "unknown";
 }
@@ -109,6 +111,8 @@ size_t activation_block_elements(ActivationFormat f) {
       return kQ8_0BlockElements;
     case ActivationFormat::kQ8_K:
       return kQ8_KBlockElements;
+    case ActivationFormat::kBF16:
+      return 1;
   }
   return 1;
 }
@@ -124,6 +128,8 @@ ActivationRows view_of(const QuantizedActivations& a, size_t t0, size_t t1) {
   all.cols = a.cols;
   if (a.format == ActivationFormat::kF32) {
     all.f32 = a.f32.data();
+  } else if (a.format == ActivationFormat::kBF16) {
+    all.bf16 = a.bf16.data();
   } else {
     all.qs = a.qs.data();
     all.d = a.d.data();
@@ -141,6 +147,7 @@ ActivationRows row_range(const ActivationRows& a, size_t t0, size_t t1) {
   if (v.qs != nullptr) v.qs += t0 * cols;
   if (v.d != nullptr) v.d += t0 * (cols / activation_block_elements(a.format));
   if (v.bsums != nullptr) v.bsums += t0 * (cols / kQ8_KSumElements);
+  if (v.bf16 != nullptr) v.bf16 += t0 * cols;
   return v;
 }
 
@@ -154,6 +161,10 @@ void quantize_activations_resize(ActivationFormat f, size_t n_tokens, size_t col
   const size_t n = n_tokens * cols;
   if (f == ActivationFormat::kF32) {
     if (out.f32.size() < n) out.f32.resize(n);
+    return;
+  }
+  if (f == ActivationFormat::kBF16) {
+    if (out.bf16.size() < n) out.bf16.resize(n);
     return;
   }
   if (out.qs.size() < n) out.qs.resize(n);
@@ -183,6 +194,12 @@ void quantize_activation_rows(std::span<const float> x, size_t t0, size_t t1,
         q8_k(row, cols, out.qs.data() + t * cols, out.d.data() + t * (cols / kQ8_KBlockElements),
              out.bsums.data() + t * (cols / kQ8_KSumElements));
         break;
+      case ActivationFormat::kBF16: {
+        uint16_t* dst = out.bf16.data() + t * cols;
+        for (size_t i = 0; i < cols; ++i)
+          dst[i] = fp32_to_bf16_bits(std::bit_cast<uint32_t>(row[i]));
+        break;
+      }
     }
   }
 }
@@ -202,6 +219,11 @@ void copy_activation_row(const QuantizedActivations& src, size_t src_row, Quanti
   if (src.format == ActivationFormat::kF32) {
     std::memcpy(dst.f32.data() + dst_row * cols, src.f32.data() + src_row * cols,
                 cols * sizeof(float));
+    return;
+  }
+  if (src.format == ActivationFormat::kBF16) {
+    std::memcpy(dst.bf16.data() + dst_row * cols, src.bf16.data() + src_row * cols,
+                cols * sizeof(uint16_t));
     return;
   }
   std::memcpy(dst.qs.data() + dst_row * cols, src.qs.data() + src_row * cols, cols);

@@ -1,5 +1,5 @@
 // Activation rows in the formats weight types pair with in the quantized dot products (F32, Q8_0,
-// Q8_K): the owning QuantizedActivations, its plain view ActivationRows, and the quantizers.
+// Q8_K, BF16): the owning QuantizedActivations, its plain view ActivationRows, and the quantizers.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +16,9 @@ namespace tandem::kernels {
 //         ggml's block_q8_0 (quantize_row_q8_0_ref's rounding).
 //  kQ8_K: 256-element super-blocks: int8 quants, one float scale, and the sums of each 16
 //         consecutive quants (int16), ggml's block_q8_K (quantize_row_q8_K_ref's rounding).
-enum class ActivationFormat : uint8_t { kF32, kQ8_0, kQ8_K };
+//  kBF16: plain rows of bfloat16 values (float32 rounded to nearest even; NaN kept, quieted), what
+//         BF16 weights meet in the quantized mode (as ggml's vec_dot_bf16 takes them).
+enum class ActivationFormat : uint8_t { kF32, kQ8_0, kQ8_K, kBF16 };
 
 inline constexpr size_t kQ8_0BlockElements = 32;
 inline constexpr size_t kQ8_0BlockBytes = 34;  // fp16 scale d, then 32 int8 quants
@@ -33,7 +35,9 @@ size_t activation_block_elements(ActivationFormat f);
 //  kF32:  f32 holds n_tokens * cols floats; the other pointers are null.
 //  kQ8_0: qs holds n_tokens * cols int8, d n_tokens * cols / 32 scales; bsums is null.
 //  kQ8_K: qs as kQ8_0, d n_tokens * cols / 256 scales, bsums n_tokens * cols / 16 sums.
-// Row t starts at f32 + t * cols, qs + t * cols, d + t * cols / block, bsums + t * cols / 16.
+//  kBF16: bf16 holds n_tokens * cols bfloat16 bit patterns; the other pointers are null.
+// Row t starts at f32 + t * cols, qs + t * cols, d + t * cols / block, bsums + t * cols / 16,
+// bf16 + t * cols.
 // The viewed buffers belong to whoever made the view and must outlive it.
 struct ActivationRows {
   ActivationFormat format = ActivationFormat::kF32;
@@ -43,6 +47,7 @@ struct ActivationRows {
   const int8_t* qs = nullptr;
   const float* d = nullptr;
   const int16_t* bsums = nullptr;
+  const uint16_t* bf16 = nullptr;
 };
 
 // Owning storage of activation rows in one format. Reused across calls (vectors only grow); owned
@@ -55,6 +60,7 @@ struct QuantizedActivations {
   std::vector<int8_t> qs;
   std::vector<float> d;
   std::vector<int16_t> bsums;
+  std::vector<uint16_t> bf16;
 };
 
 // The view of all rows, or of rows [t0, t1) (checked).
@@ -87,5 +93,12 @@ void copy_activation_row(const QuantizedActivations& src, size_t src_row, Quanti
 
 // The float -> fp16 bit pattern (round to nearest even; overflow to inf; NaN kept).
 uint16_t fp32_to_fp16_bits(float f);
+
+// The float -> bfloat16 bit pattern: round to nearest even (subnormals kept, overflow to inf), a
+// NaN keeps its sign and top payload bits and is made quiet (ggml's GGML_FP32_TO_BF16).
+constexpr uint16_t fp32_to_bf16_bits(uint32_t f32_bits) {
+  if ((f32_bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f32_bits >> 16) | 64u);
+  return static_cast<uint16_t>((f32_bits + (0x7fffu + ((f32_bits >> 16) & 1u))) >> 16);
+}
 
 }  // namespace tandem::kernels

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/avx2_sum_lanes.h"
 #include "kernels/cpu/matmul_kernels.h"
 
 // Register blocking of the float dot (rows x tokens); an includer may choose other values.
@@ -30,14 +31,6 @@ namespace {
 __m256i avx2_first_lanes(size_t k) {
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(k)), idx);
-}
-
-// Sum of the 8 lanes in a fixed order: halves, then pairs, then the last two.
-float avx2_reduce(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // Weight loaders: 8 consecutive weights of one row (row start `row`, column i, a multiple of 8)
@@ -182,7 +175,7 @@ void avx2_dot(const float* x, const uint8_t* w, size_t row_bytes, size_t cols, f
   for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      y[t * y_stride + r] = avx2_reduce(_mm256_add_ps(a0[t][r], a1[t][r]));
+      y[t * y_stride + r] = avx2_sum_lanes(_mm256_add_ps(a0[t][r], a1[t][r]));
     }
   }
 }

@@ -215,4 +215,20 @@ void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row
 void dot_q4_k_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
                      const ActivationRows& x, float* y, size_t y_stride);
 
+// ---- BF16 weights x BF16 activations (the quantized mode's pairing for BF16 weights): the
+// exception to the integer rules above. Each product of two bfloat16 values is exact in float32
+// (8-bit significands); the scalar reference adds them in column order into one float sum from
+// 0.0f. The SIMD variants sum in another order (lanes, pairs, then a reduction), so they match
+// the reference within the float path's summation bound, not bit for bit; where the CPU has
+// AVX512-BF16, vdpbf16ps also reads subnormal bfloat16 inputs as zero and flushes subnormal
+// results (an absolute difference below 2^-126 per product). Each y element still depends only on
+// its own rows, so any split over threads or tokens gives bit-identical results.
+void dot_bf16_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+void dot_bf16_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride);
+// vdpbf16ps where cpu_features().avx512_bf16, else both operands widened to float32 and FMAs.
+void dot_bf16_avx512(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+
 }  // namespace tandem::kernels::detail

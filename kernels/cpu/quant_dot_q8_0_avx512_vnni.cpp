@@ -69,7 +69,7 @@ struct Avx512VnniQ8_0 {
       }
     }
     for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) y[t * y_stride + r] = q8_0_reduce_lanes(acc[r][t]);
+      for (int t = 0; t < T; ++t) y[t * y_stride + r] = avx2_sum_lanes(acc[r][t]);
     }
   }
 };

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/cpu/activation_rows.h"
+#include "kernels/cpu/avx2_sum_lanes.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -29,14 +30,6 @@ float q8_0_fp16_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return _cvtsh_ss(h);
-}
-
-// (s0 + s2) + (s1 + s3) with s_i = lane_i + lane_(i+4): the scalar reference's tree.
-float q8_0_reduce_lanes(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // All rows against T tokens.

@@ -9,6 +9,7 @@
 
 #include "engine/experts/experts.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/float_convert.h"
 #include "tests/experts/random_experts.h"
 
 namespace tandem::experts {
@@ -40,6 +41,10 @@ std::vector<double> as_seen(kernels::ActivationFormat format, const std::vector<
   if (format == kernels::ActivationFormat::kF32) return out;
   kernels::QuantizedActivations q;
   kernels::quantize_activations(format, v, 1, v.size(), q);
+  if (format == kernels::ActivationFormat::kBF16) {
+    for (size_t i = 0; i < v.size(); ++i) out[i] = kernels::bf16_to_fp32(q.bf16[i]);
+    return out;
+  }
   const size_t block = kernels::activation_block_elements(format);
   for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<double>(q.qs[i]) * q.d[i / block];
   return out;

@@ -53,9 +53,13 @@ TEST_CASE("HF OLMoE (whole-projection Q/K norm) matches transformers", "[runtime
 
 TEST_CASE("HF Qwen3-MoE with bf16 weights matches transformers", "[runtime][forward][hf]") {
   // The reference upcasts the bf16 weights to float32 and computes in float32; bf16 -> f32 is
-  // exact and our kernels convert the same way, so the arithmetic is the F32 case's and the same
-  // tolerance applies.
-  check_arch("qwen3_moe_bf16", 1e-4f);
+  // exact and our kernels convert the same way, so with float activations the arithmetic is the
+  // F32 case's and the same tolerance applies.
+  check_arch("qwen3_moe_bf16", 1e-4f, /*quantized_activations=*/false);
+  // In the quantized mode (the default) BF16 weights meet activations rounded to bfloat16 (a
+  // relative 2^-9 per element at every matmul, as llama.cpp's BF16 path): measured 0.085 at most
+  // on these logits (lm_head x4: they span -17 .. 15); the greedy tokens stay identical.
+  check_arch("qwen3_moe_bf16", 0.15f);
 }
 
 TEST_CASE(
