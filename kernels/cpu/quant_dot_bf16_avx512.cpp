@@ -4,6 +4,8 @@
 // 2j and 2j + 1; both become float32 exactly, two FMA chains per (row, token)).
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant_dot.h"
 
@@ -74,20 +76,33 @@ void tile(const uint8_t* w, size_t row_bytes, size_t r0, const ActivationRows& x
   }
 }
 
+// Rows [r0, r1) against every token: R-row x T-token tiles, then the remainders.
 template <class D>
-void dot(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x, float* y,
-         size_t y_stride) {
+void rows_for_tokens(const uint8_t* w, size_t row_bytes, size_t r0, size_t r1,
+                     const ActivationRows& x, float* y, size_t y_stride) {
   constexpr int kR = 4, kT = 2;
   size_t t = 0;
   for (; t + kT <= x.n_tokens; t += kT) {
-    size_t r = 0;
-    for (; r + kR <= rows; r += kR) tile<D, kR, kT>(w, row_bytes, r, x, t, y, y_stride);
-    for (; r < rows; ++r) tile<D, 1, kT>(w, row_bytes, r, x, t, y, y_stride);
+    size_t r = r0;
+    for (; r + kR <= r1; r += kR) tile<D, kR, kT>(w, row_bytes, r, x, t, y, y_stride);
+    for (; r < r1; ++r) tile<D, 1, kT>(w, row_bytes, r, x, t, y, y_stride);
   }
   for (; t < x.n_tokens; ++t) {
-    size_t r = 0;
-    for (; r + kR <= rows; r += kR) tile<D, kR, 1>(w, row_bytes, r, x, t, y, y_stride);
-    for (; r < rows; ++r) tile<D, 1, 1>(w, row_bytes, r, x, t, y, y_stride);
+    size_t r = r0;
+    for (; r + kR <= r1; r += kR) tile<D, kR, 1>(w, row_bytes, r, x, t, y, y_stride);
+    for (; r < r1; ++r) tile<D, 1, 1>(w, row_bytes, r, x, t, y, y_stride);
+  }
+}
+
+// Row chunks of about kChunkBytes, every token over a chunk before the next one, so that a
+// matrix larger than the caches comes from memory once however many tokens there are.
+template <class D>
+void dot(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x, float* y,
+         size_t y_stride) {
+  constexpr size_t kChunkBytes = 262144;
+  const size_t chunk = std::max<size_t>(4, kChunkBytes / row_bytes / 4 * 4);
+  for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+    rows_for_tokens<D>(w, row_bytes, r0, std::min(rows, r0 + chunk), x, y, y_stride);
   }
 }
 
