@@ -35,8 +35,8 @@ TEST_CASE("float -> bf16 rounds to nearest even and keeps NaNs", "[kernels][bf16
   // 1 + 2^-8 is half-way between 1 and 1 + 2^-7: ties to even (down); 1 + 3 * 2^-8 ties up.
   CHECK(bf16_of(1.0f + 0x1p-8f) == 0x3f80);
   CHECK(bf16_of(1.0f + 3 * 0x1p-8f) == 0x3f82);
-  CHECK(bf16_of(1.0f + 0x1p-8f + 0x1p-20f) == 0x3f81);  // above half-way: up
-  CHECK(bf16_of(std::numeric_limits<float>::max()) == 0x7f80);  // overflow to inf
+  CHECK(bf16_of(1.0f + 0x1p-8f + 0x1p-20f) == 0x3f81);                      // above half-way: up
+  CHECK(bf16_of(std::numeric_limits<float>::max()) == 0x7f80);              // overflow to inf
   CHECK(bf16_of(0x1p-140f) == (std::bit_cast<uint32_t>(0x1p-140f) >> 16));  // subnormal kept
   const uint16_t nan = bf16_of(std::bit_cast<float>(0x7f800001u));  // signaling, low payload
   CHECK((nan & 0x7f80) == 0x7f80);
@@ -59,7 +59,10 @@ struct Case {
 
 Case random_case(size_t rows, size_t cols, size_t tokens, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  Case c{.w = std::vector<uint8_t>(2 * rows * cols), .x = {}, .rows = rows, .cols = cols,
+  Case c{.w = std::vector<uint8_t>(2 * rows * cols),
+         .x = {},
+         .rows = rows,
+         .cols = cols,
          .tokens = tokens};
   for (size_t i = 0; i < rows * cols; ++i) {
     const uint16_t b = bf16_of(normal(rng) * (i % 53 == 0 ? 1e-3f : 1.0f));
@@ -95,8 +98,8 @@ TEST_CASE("BF16 x BF16 kernels match the scalar reference within the summation b
           for (size_t i = 0; i < cols; ++i) {
             uint16_t wb;
             std::memcpy(&wb, c.w.data() + 2 * (r * cols + i), 2);
-            const double p = static_cast<double>(bf16_to_fp32(wb)) *
-                             bf16_to_fp32(c.x.bf16[t * cols + i]);
+            const double p =
+                static_cast<double>(bf16_to_fp32(wb)) * bf16_to_fp32(c.x.bf16[t * cols + i]);
             exact += p;
             abs_sum += std::fabs(p);
           }
@@ -164,7 +167,8 @@ TEST_CASE("BF16 weights: float activations in the float mode, BF16 in the quanti
   for (size_t t = 0; t < tokens; ++t) {
     for (size_t r = 0; r < rows; ++r) {
       double abs_sum = 0.0;
-      for (size_t i = 0; i < cols; ++i) abs_sum += std::fabs(double{wf[r * cols + i]} * x[t * cols + i]);
+      for (size_t i = 0; i < cols; ++i)
+        abs_sum += std::fabs(double{wf[r * cols + i]} * x[t * cols + i]);
       CHECK(std::fabs(y_float[t * rows + r] - y_bf16[t * rows + r]) <= 0x1p-8 * abs_sum);
     }
   }
