@@ -227,7 +227,7 @@ void dot_bf16_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
                      float* y, size_t y_stride);
 void dot_bf16_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride);
-// vdpbf16ps where cpu_features().avx512_bf16, else both operands widened to float32 and FMAs.
+// vdpbf16ps where cpu_features().avx512_bf16, else dot_bf16_avx2.
 void dot_bf16_avx512(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride);
 

@@ -1,7 +1,6 @@
 // BF16 weights x BF16 activations on AVX-512 (quant_dot.h): vdpbf16ps (32 products per
 // instruction, pairs of neighbouring elements summed into one float32 lane) where the CPU has
-// AVX512-BF16; otherwise the AVX2 kernel's widening at 16 lanes (each 32-bit lane holds elements
-// 2j and 2j + 1; both become float32 exactly, two FMA chains per (row, token)).
+// AVX512-BF16; otherwise the AVX2 kernel.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -20,25 +19,7 @@ __m512i load32(const uint16_t* p, size_t i, size_t cols) {
   return _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << (cols - i)) - 1), p + i);
 }
 
-// Accumulates the dot products of the pairs in each lane into a (vdpbf16ps).
-struct DotBf16 {
-  static void step(__m512& a0, __m512&, __m512i w, __m512i x) {
-    a0 = _mm512_dpbf16_ps(a0, reinterpret_cast<__m512bh&>(x), reinterpret_cast<__m512bh&>(w));
-  }
-};
-
-// Widens both operands to float32 (low halves shifted up, high halves masked) and FMAs them.
-struct DotWiden {
-  static void step(__m512& a0, __m512& a1, __m512i w, __m512i x) {
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-    a0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)),
-                         _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)), a0);
-    a1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, high)),
-                         _mm512_castsi512_ps(_mm512_and_si512(x, high)), a1);
-  }
-};
-
-template <class D, int R, int T>
+template <int R, int T>
 void tile(const uint8_t* w, size_t row_bytes, size_t r0, const ActivationRows& x, size_t t0,
           float* y, size_t y_stride) {
   const size_t cols = x.cols;
@@ -50,11 +31,11 @@ void tile(const uint8_t* w, size_t row_bytes, size_t r0, const ActivationRows& x
   }
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) xt[t] = x.bf16 + (t0 + t) * cols;
-  __m512 a0[T][R], a1[T][R];
+  __m512 acc[T][R];
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) a0[t][r] = a1[t][r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
   }
   for (size_t i = 0; i < cols; i += kStep) {
     __m512i xs[T];
@@ -64,45 +45,46 @@ void tile(const uint8_t* w, size_t row_bytes, size_t r0, const ActivationRows& x
     for (int r = 0; r < R; ++r) {
       const __m512i ws = load32(wr[r], i, cols);
 #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) D::step(a0[t][r], a1[t][r], ws, xs[t]);
+      for (int t = 0; t < T; ++t) {
+        acc[t][r] = _mm512_dpbf16_ps(acc[t][r], reinterpret_cast<const __m512bh&>(xs[t]),
+                                     reinterpret_cast<const __m512bh&>(ws));
+      }
     }
   }
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      y[(t0 + t) * y_stride + r0 + r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[t][r], a1[t][r]));
+      y[(t0 + t) * y_stride + r0 + r] = _mm512_reduce_add_ps(acc[t][r]);
     }
   }
 }
 
 // Rows [r0, r1) against every token: R-row x T-token tiles, then the remainders.
-template <class D>
 void rows_for_tokens(const uint8_t* w, size_t row_bytes, size_t r0, size_t r1,
                      const ActivationRows& x, float* y, size_t y_stride) {
   constexpr int kR = 4, kT = 2;
   size_t t = 0;
   for (; t + kT <= x.n_tokens; t += kT) {
     size_t r = r0;
-    for (; r + kR <= r1; r += kR) tile<D, kR, kT>(w, row_bytes, r, x, t, y, y_stride);
-    for (; r < r1; ++r) tile<D, 1, kT>(w, row_bytes, r, x, t, y, y_stride);
+    for (; r + kR <= r1; r += kR) tile<kR, kT>(w, row_bytes, r, x, t, y, y_stride);
+    for (; r < r1; ++r) tile<1, kT>(w, row_bytes, r, x, t, y, y_stride);
   }
   for (; t < x.n_tokens; ++t) {
     size_t r = r0;
-    for (; r + kR <= r1; r += kR) tile<D, kR, 1>(w, row_bytes, r, x, t, y, y_stride);
-    for (; r < r1; ++r) tile<D, 1, 1>(w, row_bytes, r, x, t, y, y_stride);
+    for (; r + kR <= r1; r += kR) tile<kR, 1>(w, row_bytes, r, x, t, y, y_stride);
+    for (; r < r1; ++r) tile<1, 1>(w, row_bytes, r, x, t, y, y_stride);
   }
 }
 
 // Row chunks of about kChunkBytes, every token over a chunk before the next one, so that a
 // matrix larger than the caches comes from memory once however many tokens there are.
-template <class D>
 void dot(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x, float* y,
          size_t y_stride) {
   constexpr size_t kChunkBytes = 262144;
   const size_t chunk = std::max<size_t>(4, kChunkBytes / row_bytes / 4 * 4);
   for (size_t r0 = 0; r0 < rows; r0 += chunk) {
-    rows_for_tokens<D>(w, row_bytes, r0, std::min(rows, r0 + chunk), x, y, y_stride);
+    rows_for_tokens(w, row_bytes, r0, std::min(rows, r0 + chunk), x, y, y_stride);
   }
 }
 
@@ -112,9 +94,9 @@ void dot_bf16_avx512(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
                      float* y, size_t y_stride) {
   static const bool has_bf16 = cpu_features().avx512_bf16;
   if (has_bf16) {
-    dot<DotBf16>(w, row_bytes, rows, x, y, y_stride);
+    dot(w, row_bytes, rows, x, y, y_stride);
   } else {
-    dot<DotWiden>(w, row_bytes, rows, x, y, y_stride);
+    dot_bf16_avx2(w, row_bytes, rows, x, y, y_stride);
   }
 }
 
