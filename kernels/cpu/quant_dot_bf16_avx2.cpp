@@ -4,12 +4,11 @@
 // per (row, token) take them.
 #include <immintrin.h>
 
-#include <algorithm>
-
 #include <cstring>
 
 #include "kernels/cpu/avx2_sum_lanes.h"
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/quant_dot_bf16_walk.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -76,39 +75,31 @@ void tile(const uint16_t* const* w, const uint16_t* const* x, size_t cols, float
   }
 }
 
-template <int R, int T>
-void run_tile(const uint8_t* w, size_t row_bytes, size_t r0, const ActivationRows& x, size_t t0,
-              float* y, size_t y_stride) {
-  const uint16_t* wr[R];
-  const uint16_t* xt[T];
-  for (int r = 0; r < R; ++r) {
-    wr[r] = reinterpret_cast<const uint16_t*>(w + (r0 + r) * row_bytes);
+// The bf16_walk tiles of one call.
+struct Tiles {
+  const uint8_t* w;
+  size_t row_bytes;
+  const ActivationRows* x;
+  float* y;
+  size_t y_stride;
+
+  template <int R, int T>
+  void run(size_t r0, size_t t0) const {
+    const uint16_t* wr[R];
+    const uint16_t* xt[T];
+    for (int r = 0; r < R; ++r) {
+      wr[r] = reinterpret_cast<const uint16_t*>(w + (r0 + r) * row_bytes);
+    }
+    for (int t = 0; t < T; ++t) xt[t] = x->bf16 + (t0 + t) * x->cols;
+    tile<R, T>(wr, xt, x->cols, y + t0 * y_stride + r0, y_stride);
   }
-  for (int t = 0; t < T; ++t) xt[t] = x.bf16 + (t0 + t) * x.cols;
-  tile<R, T>(wr, xt, x.cols, y + t0 * y_stride + r0, y_stride);
-}
+};
 
 }  // namespace
 
 void dot_bf16_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
-  constexpr int kR = 4, kT = 2;
-  // Row chunks of about 256 KiB, every token over a chunk before the next (as the AVX-512 file).
-  const size_t chunk = std::max<size_t>(4, 262144 / row_bytes / 4 * 4);
-  for (size_t r0 = 0; r0 < rows; r0 += chunk) {
-    const size_t r1 = std::min(rows, r0 + chunk);
-    size_t t = 0;
-    for (; t + kT <= x.n_tokens; t += kT) {
-      size_t r = r0;
-      for (; r + kR <= r1; r += kR) run_tile<kR, kT>(w, row_bytes, r, x, t, y, y_stride);
-      for (; r < r1; ++r) run_tile<1, kT>(w, row_bytes, r, x, t, y, y_stride);
-    }
-    for (; t < x.n_tokens; ++t) {
-      size_t r = r0;
-      for (; r + kR <= r1; r += kR) run_tile<kR, 1>(w, row_bytes, r, x, t, y, y_stride);
-      for (; r < r1; ++r) run_tile<1, 1>(w, row_bytes, r, x, t, y, y_stride);
-    }
-  }
+  bf16_walk<4, 2>(row_bytes, rows, x.n_tokens, Tiles{w, row_bytes, &x, y, y_stride});
 }
 
 }  // namespace tandem::kernels::detail

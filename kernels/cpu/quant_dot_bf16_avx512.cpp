@@ -3,10 +3,9 @@
 // AVX512-BF16; otherwise the AVX2 kernel.
 #include <immintrin.h>
 
-#include <algorithm>
-
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/quant_dot_bf16_walk.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -60,33 +59,19 @@ void tile(const uint8_t* w, size_t row_bytes, size_t r0, const ActivationRows& x
   }
 }
 
-// Rows [r0, r1) against every token: R-row x T-token tiles, then the remainders.
-void rows_for_tokens(const uint8_t* w, size_t row_bytes, size_t r0, size_t r1,
-                     const ActivationRows& x, float* y, size_t y_stride) {
-  constexpr int kR = 4, kT = 2;
-  size_t t = 0;
-  for (; t + kT <= x.n_tokens; t += kT) {
-    size_t r = r0;
-    for (; r + kR <= r1; r += kR) tile<kR, kT>(w, row_bytes, r, x, t, y, y_stride);
-    for (; r < r1; ++r) tile<1, kT>(w, row_bytes, r, x, t, y, y_stride);
-  }
-  for (; t < x.n_tokens; ++t) {
-    size_t r = r0;
-    for (; r + kR <= r1; r += kR) tile<kR, 1>(w, row_bytes, r, x, t, y, y_stride);
-    for (; r < r1; ++r) tile<1, 1>(w, row_bytes, r, x, t, y, y_stride);
-  }
-}
+// The bf16_walk tiles of one call.
+struct Tiles {
+  const uint8_t* w;
+  size_t row_bytes;
+  const ActivationRows* x;
+  float* y;
+  size_t y_stride;
 
-// Row chunks of about kChunkBytes, every token over a chunk before the next one, so that a
-// matrix larger than the caches comes from memory once however many tokens there are.
-void dot(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x, float* y,
-         size_t y_stride) {
-  constexpr size_t kChunkBytes = 262144;
-  const size_t chunk = std::max<size_t>(4, kChunkBytes / row_bytes / 4 * 4);
-  for (size_t r0 = 0; r0 < rows; r0 += chunk) {
-    rows_for_tokens(w, row_bytes, r0, std::min(rows, r0 + chunk), x, y, y_stride);
+  template <int R, int T>
+  void run(size_t r, size_t t) const {
+    tile<R, T>(w, row_bytes, r, *x, t, y, y_stride);
   }
-}
+};
 
 }  // namespace
 
@@ -94,7 +79,7 @@ void dot_bf16_avx512(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
                      float* y, size_t y_stride) {
   static const bool has_bf16 = cpu_features().avx512_bf16;
   if (has_bf16) {
-    dot(w, row_bytes, rows, x, y, y_stride);
+    bf16_walk<4, 2>(row_bytes, rows, x.n_tokens, Tiles{w, row_bytes, &x, y, y_stride});
   } else {
     dot_bf16_avx2(w, row_bytes, rows, x, y, y_stride);
   }
