@@ -36,62 +36,44 @@ __m256i load_tail(const uint16_t* p, size_t n) {
   return load16(buf);
 }
 
-template <int R, int T>
-void tile(const uint16_t* const* w, const uint16_t* const* x, size_t cols, float* y,
-          size_t y_stride) {
-  __m256 a0[T][R], a1[T][R];
+struct Avx2Bf16 {
+  template <int R, int T>
+  static void tile(const uint16_t* const* w, const uint16_t* const* x, size_t cols, float* y,
+                   size_t y_stride) {
+    __m256 a0[T][R], a1[T][R];
 #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
+    for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) a0[t][r] = a1[t][r] = _mm256_setzero_ps();
-  }
-  auto step = [&](auto load) {
-    Pair xs[T];
+      for (int r = 0; r < R; ++r) a0[t][r] = a1[t][r] = _mm256_setzero_ps();
+    }
+    auto step = [&](auto load) {
+      Pair xs[T];
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) xs[t] = widen(load(x[t]));
+      for (int t = 0; t < T; ++t) xs[t] = widen(load(x[t]));
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const Pair ws = widen(load(w[r]));
+      for (int r = 0; r < R; ++r) {
+        const Pair ws = widen(load(w[r]));
 #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        a0[t][r] = _mm256_fmadd_ps(ws.even, xs[t].even, a0[t][r]);
-        a1[t][r] = _mm256_fmadd_ps(ws.odd, xs[t].odd, a1[t][r]);
+        for (int t = 0; t < T; ++t) {
+          a0[t][r] = _mm256_fmadd_ps(ws.even, xs[t].even, a0[t][r]);
+          a1[t][r] = _mm256_fmadd_ps(ws.odd, xs[t].odd, a1[t][r]);
+        }
+      }
+    };
+    size_t i = 0;
+    for (; i + kStep <= cols; i += kStep) {
+      step([i](const uint16_t* p) { return load16(p + i); });
+    }
+    if (i < cols) {
+      step([i, cols](const uint16_t* p) { return load_tail(p + i, cols - i); });
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        y[t * y_stride + r] = avx2_sum_lanes(_mm256_add_ps(a0[t][r], a1[t][r]));
       }
     }
-  };
-  size_t i = 0;
-  for (; i + kStep <= cols; i += kStep) {
-    step([i](const uint16_t* p) { return load16(p + i); });
-  }
-  if (i < cols) {
-    step([i, cols](const uint16_t* p) { return load_tail(p + i, cols - i); });
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      y[t * y_stride + r] = avx2_sum_lanes(_mm256_add_ps(a0[t][r], a1[t][r]));
-    }
-  }
-}
-
-// The bf16_walk tiles of one call.
-struct Tiles {
-  const uint8_t* w;
-  size_t row_bytes;
-  const ActivationRows* x;
-  float* y;
-  size_t y_stride;
-
-  template <int R, int T>
-  void run(size_t r0, size_t t0) const {
-    const uint16_t* wr[R];
-    const uint16_t* xt[T];
-    for (int r = 0; r < R; ++r) {
-      wr[r] = reinterpret_cast<const uint16_t*>(w + (r0 + r) * row_bytes);
-    }
-    for (int t = 0; t < T; ++t) xt[t] = x->bf16 + (t0 + t) * x->cols;
-    tile<R, T>(wr, xt, x->cols, y + t0 * y_stride + r0, y_stride);
   }
 };
 
@@ -99,7 +81,7 @@ struct Tiles {
 
 void dot_bf16_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
-  bf16_walk<4, 2>(row_bytes, rows, x.n_tokens, Tiles{w, row_bytes, &x, y, y_stride});
+  bf16_dot<Avx2Bf16, 4, 2>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

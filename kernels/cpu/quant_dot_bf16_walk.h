@@ -5,33 +5,52 @@
 // Row chunks of about kBf16ChunkBytes, every token over a chunk before the next chunk, so a matrix
 // larger than the caches (the lm head of a batch) comes from memory once however many tokens
 // there are; within a chunk kR-row x kT-token tiles, then the remainder rows and tokens.
-// `tiles.template run<R, T>(r, t)` computes rows [r, r + R) x tokens [t, t + T).
+// `Kernel::template tile<R, T>(w, x, cols, y, y_stride)` computes R weight rows (w[r]) x T
+// activation rows (x[t]), cols values each: y[t * y_stride + r].
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/activation_rows.h"
 
 namespace tandem::kernels::detail {
 namespace {
 
 constexpr size_t kBf16ChunkBytes = 262144;
 
-template <int kR, int kT, typename Tiles>
-void bf16_walk(size_t row_bytes, size_t rows, size_t n_tokens, const Tiles& tiles) {
+// Rows [r0, r0 + R) x tokens [t0, t0 + T) through Kernel's tile.
+template <typename Kernel, int R, int T>
+void bf16_tile(const uint8_t* w, size_t row_bytes, size_t r0, const ActivationRows& x, size_t t0,
+               float* y, size_t y_stride) {
+  const uint16_t* wr[R];
+  const uint16_t* xt[T];
+  for (int r = 0; r < R; ++r) {
+    wr[r] = reinterpret_cast<const uint16_t*>(w + (r0 + static_cast<size_t>(r)) * row_bytes);
+  }
+  for (int t = 0; t < T; ++t) xt[t] = x.bf16 + (t0 + static_cast<size_t>(t)) * x.cols;
+  Kernel::template tile<R, T>(wr, xt, x.cols, y + t0 * y_stride + r0, y_stride);
+}
+
+// The QuantDotFn contract (quant_dot.h) on Kernel's kR-row x kT-token tiles.
+template <typename Kernel, int kR, int kT>
+void bf16_dot(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x, float* y,
+              size_t y_stride) {
   constexpr size_t R = kR, T = kT;
   size_t chunk = kBf16ChunkBytes / row_bytes / R * R;
   if (chunk < R) chunk = R;
   for (size_t r0 = 0; r0 < rows; r0 += chunk) {
     const size_t r1 = rows - r0 < chunk ? rows : r0 + chunk;
     size_t t = 0;
-    for (; t + T <= n_tokens; t += T) {
+    for (; t + T <= x.n_tokens; t += T) {
       size_t r = r0;
-      for (; r + R <= r1; r += R) tiles.template run<kR, kT>(r, t);
-      for (; r < r1; ++r) tiles.template run<1, kT>(r, t);
+      for (; r + R <= r1; r += R) bf16_tile<Kernel, kR, kT>(w, row_bytes, r, x, t, y, y_stride);
+      for (; r < r1; ++r) bf16_tile<Kernel, 1, kT>(w, row_bytes, r, x, t, y, y_stride);
     }
-    for (; t < n_tokens; ++t) {
+    for (; t < x.n_tokens; ++t) {
       size_t r = r0;
-      for (; r + R <= r1; r += R) tiles.template run<kR, 1>(r, t);
-      for (; r < r1; ++r) tiles.template run<1, 1>(r, t);
+      for (; r + R <= r1; r += R) bf16_tile<Kernel, kR, 1>(w, row_bytes, r, x, t, y, y_stride);
+      for (; r < r1; ++r) bf16_tile<Kernel, 1, 1>(w, row_bytes, r, x, t, y, y_stride);
     }
   }
 }
