@@ -1,5 +1,5 @@
 // The sum of a __m256's eight float lanes in one fixed order, for the AVX2-and-up kernel files.
-// Internal linkage on purpose (as quant_dot_q8_0_tiles.h explains): each includer compiles its
+// Internal linkage on purpose (as quant_dot_kquants_tiles.h explains): each includer compiles its
 // own copy under its own -m flags.
 #pragma once
 

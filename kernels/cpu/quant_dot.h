@@ -27,12 +27,11 @@ namespace tandem::kernels::detail {
 using QuantDotFn = void (*)(const uint8_t* w, size_t row_bytes, size_t rows,
                             const ActivationRows& x, float* y, size_t y_stride);
 
-// ---- Q8_0 weights x Q8_0 activations: eight float partial sums (a SIMD register's lanes), the
-// exception to the block-order rule above. Lane l of block b takes the exact int32 sum p_l of the
-// products of its elements 4l .. 4l+3 and does lane_l = fma(float(p_l), dw * dx, lane_l), blocks
-// in order; then s_i = lane_i + lane_(i+4) for i < 4 and the result is (s0 + s2) + (s1 + s3).
-// (ggml's AVX2 order; it needs no horizontal reduction per block, so several tokens and rows share
-// each weight load at about twice the rate of a block-order sum.)
+// ---- Q8_0 weights (block: f16 d, 32 int8 quants q; value q * d) x Q8_0 activations:
+// per block sum += float(isum) * (dw * dx) with isum = sum q * xq. (Until 2026-12 this type kept
+// eight float partial sums, ggml's AVX2 order; the block-order sum lets the 32-element-block
+// kernels of quant_dot_legacy_walk.h sum 8 or 16 rows in the lanes of one register, about 1.6x
+// (AVX2) and 2.5x (AVX-512 VNNI) the multi-token rate of the eight-lane tiles.)
 void dot_q8_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride);
 

@@ -1,4 +1,5 @@
-// AVX2 (+FMA +F16C) dot products of Q4_0, Q5_0, MXFP4 and IQ4_NL weights with Q8_0 activations,
+// AVX2 (+FMA +F16C) dot products of Q8_0, Q4_0, Q5_0, MXFP4 and IQ4_NL weights with Q8_0
+// activations,
 // bit-identical to the scalar references in quant_dot_legacy_scalar.cpp.
 //
 // Built with -mavx2 -mfma -mf16c -ffp-contract=off but linked into binaries that run on any x86-64:
@@ -15,7 +16,9 @@
 // scalar reference's float operations for each row. Several tokens share each unpacked weight
 // block (register blocking over tokens). IQ4_NL's values (-127..113) span too much for a biased
 // byte (maddubs would saturate), so its rows are unpacked to the signed values themselves and
-// multiplied as |x| (unsigned) times the value with x's sign.
+// multiplied as |x| (unsigned) times the value with x's sign. Q8_0's quants (-128..127, read as
+// they are) go the other way round, |q| times x with q's sign: a file may hold q = -128 (|q| = 128
+// is a valid unsigned byte) while the activation quantizer never makes x = -128.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -78,6 +81,27 @@ struct Q4_0 {
     const uint64_t hi = load_u16(p[4] + off) | load_u16(p[5] + off) << 16 |
                         load_u16(p[6] + off) << 32 | load_u16(p[7] + off) << 48;
     return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)));
+  }
+};
+
+// Q8_0: block = f16 d, 32 int8 quants; kSignedWeights: unpack gives the quants themselves
+// (elements 0..15 in lo, 16..31 in hi), no bias; scale order dw * dx as Q4_0.
+struct Q8_0 {
+  static constexpr size_t kBytes = 34;
+  static constexpr int32_t kBias = 0;
+  static constexpr bool kSignedWeights = true;
+
+  static NibblePair unpack(const uint8_t* block_a, const uint8_t* block_b) {
+    const auto pair = [](const uint8_t* a, const uint8_t* b) {
+      return _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+    };
+    return {pair(block_a + 2, block_b + 2), pair(block_a + 18, block_b + 18)};
+  }
+
+  static __m256 scales(const uint8_t* const p[kGroupRows], size_t off) {
+    return Q4_0::scales(p, off);
   }
 };
 
@@ -171,11 +195,22 @@ struct Iq4Nl {
   }
 };
 
-// Whether Fmt's unpack gives signed values (rather than unsigned u = q + kBias).
+// Whether Fmt's unpack gives signed values (rather than unsigned u = q + kBias), multiplied as |x|
+// times the value with x's sign.
 template <typename Fmt>
 constexpr bool signed_values() {
   if constexpr (requires { Fmt::kSignedValues; }) {
     return Fmt::kSignedValues;
+  } else {
+    return false;
+  }
+}
+
+// Whether Fmt's unpack gives signed weight quants, multiplied as |q| times x with q's sign.
+template <typename Fmt>
+constexpr bool signed_weights() {
+  if constexpr (requires { Fmt::kSignedWeights; }) {
+    return Fmt::kSignedWeights;
   } else {
     return false;
   }
@@ -207,10 +242,16 @@ ActivationPair load_activations(const int8_t* xq) {
 // with x's sign (-127..127) gives exact pair sums (|.| <= 2 * 128 * 127 < 32767); madd with ones
 // widens each half to int32 before lo and hi are added, and quad_sums adds the 8-element sums with
 // hadd in int32 (|8-element sum| <= 8 * 127 * 128 does not fit int16): the same lane layout.
+// Signed weights (Q8_0) take the same stages with the roles swapped: |q| (0..128) times x with q's
+// sign (x in -127..127), pair sums <= 2 * 128 * 127.
 template <typename Fmt>
 __m256i pair_sums(const NibblePair& w, const ActivationPair& x) {
   const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (signed_values<Fmt>()) {
+  if constexpr (signed_weights<Fmt>()) {
+    const __m256i lo = _mm256_maddubs_epi16(_mm256_abs_epi8(w.lo), _mm256_sign_epi8(x.lo, w.lo));
+    const __m256i hi = _mm256_maddubs_epi16(_mm256_abs_epi8(w.hi), _mm256_sign_epi8(x.hi, w.hi));
+    return _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+  } else if constexpr (signed_values<Fmt>()) {
     const __m256i lo = _mm256_maddubs_epi16(_mm256_abs_epi8(x.lo), _mm256_sign_epi8(w.lo, x.lo));
     const __m256i hi = _mm256_maddubs_epi16(_mm256_abs_epi8(x.hi), _mm256_sign_epi8(w.hi, x.hi));
     return _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
@@ -222,7 +263,7 @@ __m256i pair_sums(const NibblePair& w, const ActivationPair& x) {
 
 template <typename Fmt>
 __m256i quad_sums(__m256i pair_i, __m256i pair_j) {
-  if constexpr (signed_values<Fmt>()) {
+  if constexpr (signed_values<Fmt>() || signed_weights<Fmt>()) {
     return _mm256_hadd_epi32(pair_i, pair_j);
   } else {
     return _mm256_madd_epi16(_mm256_packs_epi32(pair_i, pair_j), _mm256_set1_epi16(1));
@@ -308,6 +349,11 @@ struct Avx2Groups {
 };
 
 }  // namespace
+
+void dot_q8_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                   float* y, size_t y_stride) {
+  legacy_dot_rows<Q8_0, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
+}
 
 void dot_q4_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {

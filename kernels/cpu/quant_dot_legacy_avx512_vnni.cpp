@@ -1,6 +1,5 @@
-// AVX-512 VNNI (+F/BW/VL) dot products of Q5_0, Q4_0, MXFP4 and IQ4_NL weights with Q8_0
-// activations,
-// bit-identical to the scalar references in quant_dot_legacy_scalar.cpp.
+// AVX-512 VNNI (+F/BW/VL) dot products of Q8_0, Q4_0, Q5_0, MXFP4 and IQ4_NL weights with Q8_0
+// activations, bit-identical to the scalar references in quant_dot_legacy_scalar.cpp.
 //
 // Built with the AVX-512 flags plus -mavx512vnni (-ffp-contract=off) and linked into binaries that
 // run on any x86-64: everything except the exported dot_*_avx512_vnni functions is in the anonymous
@@ -10,7 +9,9 @@
 // Technique: sixteen weight rows at once, one int32 / float lane per row. Four 512-bit loads put
 // the 16 rows' 16 quant bytes of a block in 128-bit lanes (register g, lane l: row g + 4l); a 4 x 4
 // dword transpose within the lanes then leaves register d with row r's quant bytes 4d .. 4d+3 in
-// dword r. Split into nibbles they are unsigned bytes u = q + kBias (Q4_0: the nibble, bias 8;
+// dword r (Q8_0: two such loads and transposes, elements 0..15 and 16..31, each quant made the
+// unsigned byte u = q + 128 by flipping its top bit, bias 128). Split into nibbles they are
+// unsigned bytes u = q + kBias (Q4_0: the nibble, bias 8;
 // Q5_0: the nibble plus 16 where its qh bit is set, added with the qh bits as a byte k-mask before
 // the transpose, bias 16; MXFP4: the doubled E2M1 value plus 12 by vpshufb, bias 12; IQ4_NL:
 // the non-linear value plus 128 by vpshufb, bias 128). Eight
@@ -134,6 +135,30 @@ struct Q4_0 {
   }
 };
 
+// Q8_0: block = f16 d, 32 int8 quants; u = q + 128 (0..255: the top bit flipped); scale order
+// dw * dx as Q4_0.
+struct Q8_0 {
+  static constexpr size_t kBytes = 34;
+  static constexpr int32_t kBias = 128;
+
+  static TileBlock unpack(const uint8_t* const p[kTileRows], size_t off) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512i a[4];
+    TileBlock t;
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) a[g] = _mm512_xor_si512(load_lanes(p, g, off + 2), flip);
+    transpose_lanes(a, t.lo);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) a[g] = _mm512_xor_si512(load_lanes(p, g, off + 18), flip);
+    transpose_lanes(a, t.hi);
+    return t;
+  }
+
+  static __m512 scales(const uint8_t* const p[kTileRows], size_t off) {
+    return fp16_scales(p, off);
+  }
+};
+
 // Q5_0: block = f16 d, 4 bytes qh, 16 nibble bytes; u = nibble + 16 * (bit j of qh) (0..31) =
 // q + 16; scale order dw * dx as Q4_0. Before the transpose, register g's lane l holds row g + 4l's
 // elements 0..15 (low nibbles) or 16..31 (high nibbles) in byte order, so the high bits of such a
@@ -229,7 +254,7 @@ struct Iq4Nl {
 
 // The 16 rows' exact block sums sum u * x with one token's block x (dword r: row r): eight
 // vpdpbusd against the activation dwords broadcast, in two chains (elements 0..15, 16..31). Each
-// int32 lane adds at most 16 products of u <= 241 and |x| <= 128: no overflow, and vpdpbusd does
+// int32 lane adds at most 16 products of u <= 255 and |x| <= 128: no overflow, and vpdpbusd does
 // not saturate.
 __m512i block_sums(const TileBlock& w, const int8_t* x) {
   __m512i lo = _mm512_setzero_si512();
@@ -293,6 +318,11 @@ struct VnniGroups {
 };
 
 }  // namespace
+
+void dot_q8_0_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                          float* y, size_t y_stride) {
+  legacy_dot_rows<Q8_0, VnniGroups>(w, row_bytes, rows, x, y, y_stride);
+}
 
 void dot_q4_0_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {

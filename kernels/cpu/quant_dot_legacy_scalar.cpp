@@ -18,7 +18,6 @@ namespace {
 constexpr size_t kBlock = 32;
 constexpr size_t kHalf = kBlock / 2;
 constexpr size_t kQ8_0Bytes = 34;
-constexpr size_t kQ8_0Lanes = 8;  // partial sums of quant_dot.h's Q8_0 semantics
 constexpr size_t kQ4_0Bytes = 18;
 constexpr size_t kQ5_0Bytes = 22;
 constexpr size_t kMxfp4Bytes = 17;
@@ -74,27 +73,13 @@ float fp16_scale(const uint8_t* block) {
 
 void dot_q8_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride) {
-  const size_t blocks = x.cols / kBlock;
-  for (size_t t = 0; t < x.n_tokens; ++t) {
-    const int8_t* xq = x.qs + t * x.cols;
-    const float* xd = x.d + t * blocks;
-    for (size_t r = 0; r < rows; ++r) {
-      const uint8_t* row = w + r * row_bytes;
-      float lane[kQ8_0Lanes] = {};
-      for (size_t b = 0; b < blocks; ++b) {
-        const int8_t* qs = reinterpret_cast<const int8_t*>(row + b * kQ8_0Bytes + 2);
-        const float scale = fp16_scale(row + b * kQ8_0Bytes) * xd[b];
-        for (size_t l = 0; l < kQ8_0Lanes; ++l) {
-          int32_t part = 0;
-          for (size_t j = 4 * l; j < 4 * l + 4; ++j) part += qs[j] * xq[b * kBlock + j];
-          lane[l] = std::fma(static_cast<float>(part), scale, lane[l]);
-        }
-      }
-      const float s0 = lane[0] + lane[4], s1 = lane[1] + lane[5];
-      const float s2 = lane[2] + lane[6], s3 = lane[3] + lane[7];
-      y[t * y_stride + r] = (s0 + s2) + (s1 + s3);
-    }
-  }
+  auto block_dot = [](const uint8_t* block, const int8_t* xq) {
+    const int8_t* qs = reinterpret_cast<const int8_t*>(block + 2);
+    int32_t isum = 0;
+    for (size_t j = 0; j < kBlock; ++j) isum += qs[j] * xq[j];
+    return isum;
+  };
+  dot_rows<kQ8_0Bytes>(w, row_bytes, rows, x, y, y_stride, block_dot, fp16_scale, false);
 }
 
 void dot_q4_0_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,

@@ -1,5 +1,5 @@
-// The walk of the legacy-type kernels (Q4_0, Q5_0, MXFP4, IQ4_NL x Q8_0 on plain rows) over rows
-// and tokens, shared by their SIMD files (quant_dot_legacy_avx2.cpp: groups of 8 rows,
+// The walk of the legacy-type kernels (Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL x Q8_0 on plain rows) over
+// rows and tokens, shared by their SIMD files (quant_dot_legacy_avx2.cpp: groups of 8 rows,
 // quant_dot_legacy_avx512_vnni.cpp: 16): the activation block sums that take off the weights'
 // unsigned bias, the row groups (a last partial group repeats its last row) and the token tiles of
 // 8, 4, 2 and 1. Each file includes it under its own -m flags; everything here has internal
@@ -69,7 +69,8 @@ void legacy_dot_rows(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
     const uint8_t* p[kRows];
     for (size_t i = 0; i < kRows; ++i) p[i] = w + (r + i < rows ? r + i : rows - 1) * row_bytes;
     const size_t valid = rows - r < kRows ? rows - r : kRows;
-    // Token tiles of 8, 4, 2, 1 (wider tiles unpack each weight block for more tokens); only the
+    // Token tiles of 8, 4, then 3 or 2, 1 (wider tiles unpack each weight block for more tokens:
+    // a last three run as one tile, not as 2 + 1, with 16 sequences decoding); only the
     // first tile streams the group from memory, so only it prefetches the next group.
     size_t t = 0;
     for (; t + 8 <= n; t += 8) {
@@ -77,6 +78,10 @@ void legacy_dot_rows(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
     }
     for (; t + 4 <= n; t += 4) {
       legacy_group_tokens<Fmt, Groups, 4>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
+    }
+    if (n - t == 3) {
+      legacy_group_tokens<Fmt, Groups, 3>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);
+      t += 3;
     }
     for (; t + 2 <= n; t += 2) {
       legacy_group_tokens<Fmt, Groups, 2>(p, row_bytes, r, valid, x, bias_sums, t, y, y_stride);

@@ -53,7 +53,12 @@ struct LegacyType {
 #define TANDEM_LEGACY_AVX2(fn) nullptr
 #endif
 
-const LegacyType kQ8_0Type = {"q8_0", Kind::kQ8_0, 34, &detail::dot_q8_0_scalar, nullptr, nullptr};
+const LegacyType kQ8_0Type = {"q8_0",
+                              Kind::kQ8_0,
+                              34,
+                              &detail::dot_q8_0_scalar,
+                              TANDEM_LEGACY_AVX2(dot_q8_0_avx2),
+                              TANDEM_LEGACY_AVX2(dot_q8_0_avx512_vnni)};
 const LegacyType kQ4_0Type = {"q4_0",
                               Kind::kQ4_0,
                               18,
@@ -73,7 +78,7 @@ const LegacyType kMxfp4Type = {"mxfp4",
                                TANDEM_LEGACY_AVX2(dot_mxfp4_avx2),
                                TANDEM_LEGACY_AVX2(dot_mxfp4_avx512_vnni)};
 const LegacyType* const kAllTypes[] = {&kQ8_0Type, &kQ4_0Type, &kQ5_0Type, &kMxfp4Type};
-const LegacyType* const kAvx2Types[] = {&kQ4_0Type, &kQ5_0Type, &kMxfp4Type};
+const LegacyType* const kAvx2Types[] = {&kQ8_0Type, &kQ4_0Type, &kQ5_0Type, &kMxfp4Type};
 
 // The SIMD kernels of k this CPU runs (avx2, avx512-vnni), each with its variant's name.
 struct SimdKernel {
@@ -169,8 +174,7 @@ std::vector<float> dequantized(const LegacyType& k, const uint8_t* row, size_t c
 // is at most that block's part of S. Adding the terms in block order rounds each partial sum, which
 // contributes at most (blocks - 1) u S. The reference's own error is ~cols * 2^-53 S (the
 // dequantized weights and activations are exact). So |kernel - reference| <= (blocks + 1) u S plus
-// second-order terms; the bound used is (blocks + 3) u S. (Q8_0 sums in eight FMA lanes instead
-// of one chain, quant_dot.h: no more roundings, so the same bound holds.)
+// second-order terms; the bound used is (blocks + 3) u S.
 struct Reference {
   double value = 0.0;
   double bound = 0.0;
@@ -269,8 +273,8 @@ TEST_CASE("legacy scalar dot products match the dequantized values in double", "
 
 // Every SIMD kernel of every type in kAvx2Types against the scalar one on random weights: row
 // counts around the AVX2 group (8) and the AVX-512 tile (16), token counts around the token tiles
-// (1, 2, 4, 8), row strides with padding, misaligned weights and a y stride with gaps (which must
-// stay untouched).
+// (1, 2, 3, 4, 8), row strides with padding, misaligned weights and a y stride with gaps (which
+// must stay untouched).
 void check_simd_against_scalar(const char* variant_wanted, uint32_t seed) {
   std::mt19937 rng(seed);
   size_t case_index = 0;

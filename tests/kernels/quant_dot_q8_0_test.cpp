@@ -1,8 +1,8 @@
 // The Q8_0 x Q8_0 SIMD kernels called directly against dot_q8_0_scalar, bit for bit: random
 // shapes (misaligned rows, row strides, token counts that exercise every tile) and the integer
 // extremes. Quantizers (ggml's, quantize_activations) make quants in -127..127. The AVX2 kernel's
-// maddubs pairs need activations above -128; the AVX-512 VNNI kernel's offset trick holds for all
-// of -128..127, which is checked too.
+// maddubs pairs need activations above -128; the AVX-512 VNNI kernel's biased quants (q + 128) hold
+// for all of -128..127, which is checked too.
 #include <catch2/catch.hpp>
 
 #include <cmath>
