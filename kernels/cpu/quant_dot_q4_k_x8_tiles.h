@@ -89,6 +89,7 @@ struct Tokens {
 template <int T>
 void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
               const Tokens<T>& x, const X8Outputs<T>& y) {
+  constexpr int kChains = T < 4 ? 2 : 1;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256 sum[T];
 #pragma GCC unroll 4
@@ -109,12 +110,17 @@ void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      __m256i lo[T];
-      __m256i hi[T];
+      // kChains independent sums per (token, sub-block), quads m alternating between them: with
+      // one or two tokens a single chain of eight steps waits on each step's latency.
+      __m256i lo[T][kChains];
+      __m256i hi[T][kChains];
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        lo[t] = _mm256_setzero_si256();
-        hi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int k = 0; k < kChains; ++k) {
+          lo[t][k] = _mm256_setzero_si256();
+          hi[t][k] = _mm256_setzero_si256();
+        }
       }
 #pragma GCC unroll 8
       for (int m = 0; m < 8; ++m) {
@@ -122,17 +128,23 @@ void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_
             reinterpret_cast<const __m256i*>(blk + kQuantOffset + 32 * (8 * c + m)));
         const __m256i wl = _mm256_and_si256(v, low4);
         const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        const int k = m % kChains;
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* xb = x.xq[t] + b * kSuper + 64 * c + 4 * m;
-          lo[t] = Q4KX8Isa::step(lo[t], wl, broadcast4(xb));
-          hi[t] = Q4KX8Isa::step(hi[t], wh, broadcast4(xb + 32));
+          lo[t][k] = Q4KX8Isa::step(lo[t][k], wl, broadcast4(xb));
+          hi[t][k] = Q4KX8Isa::step(hi[t][k], wh, broadcast4(xb + 32));
         }
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        isum[t] = Q4KX8Isa::finish(isum[t], lo[t], s.sc[2 * c]);
-        isum[t] = Q4KX8Isa::finish(isum[t], hi[t], s.sc[2 * c + 1]);
+        __m256i l = lo[t][0], h = hi[t][0];
+        if constexpr (kChains == 2) {
+          l = _mm256_add_epi32(l, lo[t][1]);
+          h = _mm256_add_epi32(h, hi[t][1]);
+        }
+        isum[t] = Q4KX8Isa::finish(isum[t], l, s.sc[2 * c]);
+        isum[t] = Q4KX8Isa::finish(isum[t], h, s.sc[2 * c + 1]);
       }
     }
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
