@@ -71,6 +71,7 @@ CpuFeatures probe() {
     f.avx512bw = bit(l7.ebx, 30) && os_zmm;
     f.avx512vl = bit(l7.ebx, 31) && os_zmm;
     f.avx512_vnni = bit(l7.ecx, 11) && os_zmm;
+    f.avx512_vbmi = bit(l7.ecx, 1) && os_zmm;
     f.amx_bf16 = bit(l7.edx, 22) && os_amx;
     f.amx_tile = bit(l7.edx, 24) && os_amx;
     f.amx_int8 = bit(l7.edx, 25) && os_amx;
@@ -112,6 +113,7 @@ std::string cpu_features_string(const CpuFeatures& f) {
   add(f.avx512vl, "avx512vl");
   add(f.avx512_vnni, "avx512vnni");
   add(f.avx512_bf16, "avx512bf16");
+  add(f.avx512_vbmi, "avx512vbmi");
   add(f.amx_tile, "amx-tile");
   add(f.amx_int8, "amx-int8");
   add(f.amx_bf16, "amx-bf16");

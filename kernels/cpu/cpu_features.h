@@ -16,6 +16,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
+  bool avx512_vbmi = false;  // vpermi2b: byte lookups in 128-entry tables
   bool amx_tile = false;
   bool amx_int8 = false;
   bool amx_bf16 = false;

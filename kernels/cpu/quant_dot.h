@@ -230,4 +230,22 @@ void dot_bf16_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const Activa
 void dot_bf16_avx512(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride);
 
+// ---- F8_E4M3_B128 weights (kernels/tensor_type.h: per 128 columns a float32 scale, then 128 E4M3
+// codes) x BF16 activations (the quantized mode's pairing): per block b, in column order,
+// s_b += fp8_e4m3_to_fp32(code) * x (each product exact: 4-bit by 8-bit significands), then
+// sum += s_b * scale_b, blocks in order from 0.0f. The SIMD variants match it within the float
+// path's summation bound, as the BF16 ones (dot_bf16_scalar above); rows are whole blocks (the
+// converter refuses any other shape). Any split over threads gives bit-identical results.
+void dot_f8_b128_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                        float* y, size_t y_stride);
+// Codes through the fp16 route (float_convert.h: exact), times scale * 2^8, FMA with the
+// widened activations.
+void dot_f8_b128_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride);
+// Where cpu_features() has AVX512-BF16 and AVX512-VBMI: codes to bfloat16 (exact) by two 128-entry
+// vpermi2b byte lookups per 64 codes, vdpbf16ps per block, the block sum times its scale; else
+// dot_f8_b128_avx2.
+void dot_f8_b128_avx512(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                        float* y, size_t y_stride);
+
 }  // namespace tandem::kernels::detail

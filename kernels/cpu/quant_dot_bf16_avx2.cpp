@@ -38,7 +38,7 @@ __m256i load_tail(const uint16_t* p, size_t n) {
 
 struct Avx2Bf16 {
   template <int R, int T>
-  static void tile(const uint16_t* const* w, const uint16_t* const* x, size_t cols, float* y,
+  static void tile(const uint8_t* const* w, const uint16_t* const* x, size_t cols, float* y,
                    size_t y_stride) {
     __m256 a0[T][R], a1[T][R];
 #pragma GCC unroll 16
@@ -52,7 +52,7 @@ struct Avx2Bf16 {
       for (int t = 0; t < T; ++t) xs[t] = widen(load(x[t]));
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const Pair ws = widen(load(w[r]));
+        const Pair ws = widen(load(reinterpret_cast<const uint16_t*>(w[r])));
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           a0[t][r] = _mm256_fmadd_ps(ws.even, xs[t].even, a0[t][r]);

@@ -20,7 +20,7 @@ __m512i load32(const uint16_t* p, size_t i, size_t cols) {
 
 struct Avx512Bf16 {
   template <int R, int T>
-  static void tile(const uint16_t* const* wr, const uint16_t* const* xt, size_t cols, float* y,
+  static void tile(const uint8_t* const* wr, const uint16_t* const* xt, size_t cols, float* y,
                    size_t y_stride) {
     __m512 acc[T][R];
 #pragma GCC unroll 16
@@ -34,7 +34,7 @@ struct Avx512Bf16 {
       for (int t = 0; t < T; ++t) xs[t] = load32(xt[t], i, cols);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const __m512i ws = load32(wr[r], i, cols);
+        const __m512i ws = load32(reinterpret_cast<const uint16_t*>(wr[r]), i, cols);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           acc[t][r] = _mm512_dpbf16_ps(acc[t][r], reinterpret_cast<const __m512bh&>(xs[t]),

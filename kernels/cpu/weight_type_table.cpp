@@ -105,7 +105,9 @@ const std::array kTable = {
     quantized(TensorType::kIQ4_XS, dequantize_iq4_xs, F::kQ8_K, detail::dot_iq4_xs_scalar,
               TANDEM_X86(detail::dot_iq4_xs_avx2), TANDEM_X86(detail::dot_iq4_xs_avx2),
               TANDEM_X86(detail::dot_iq4_xs_avx512_vnni)),
-    float_only(TensorType::kF8_E4M3_B128, dequantize_f8_e4m3_b128),
+    quantized(TensorType::kF8_E4M3_B128, dequantize_f8_e4m3_b128, F::kBF16,
+              detail::dot_f8_b128_scalar, TANDEM_X86(detail::dot_f8_b128_avx2),
+              TANDEM_X86(detail::dot_f8_b128_avx512), TANDEM_X86(detail::dot_f8_b128_avx512)),
 };
 
 #undef TANDEM_X86

@@ -19,6 +19,7 @@
 #include "kernels/cpu/quant_dot.h"
 #include "kernels/cpu/weight_matrix.h"
 #include "kernels/cpu/weight_type_table.h"
+#include "tests/kernels/bf16_activation_checks.h"
 
 namespace tandem::kernels {
 namespace {
@@ -129,16 +130,7 @@ TEST_CASE("BF16 x BF16 kernels match the scalar reference within the summation b
         }
         CHECK(bad == 0);
         // A row range (a thread pool's split) gives the same bits, and nothing outside it.
-        const std::vector<float> part = run(fn, c, 3, 9);
-        size_t split_bad = 0;
-        for (size_t t = 0; t < tokens; ++t) {
-          for (size_t r = 0; r < rows; ++r) {
-            const float p = part[t * rows + r];
-            const bool inside = r >= 3 && r < 9;
-            if (inside ? std::memcmp(&p, &got[t * rows + r], 4) != 0 : !std::isnan(p)) ++split_bad;
-          }
-        }
-        CHECK(split_bad == 0);
+        CHECK(testing::split_mismatches(got, run(fn, c, 3, 9), tokens, rows, 3, 9) == 0);
       }
     }
   }
@@ -150,28 +142,10 @@ TEST_CASE("BF16 weights: float activations in the float mode, BF16 in the quanti
         ActivationFormat::kF32);
   CHECK(matmul_activation_format(TensorType::kBF16, MatmulActivations::kQuantized) ==
         ActivationFormat::kBF16);
-  // Both modes agree within the activations' rounding to bfloat16 (relative 2^-9 per element).
   std::mt19937 rng(9);
-  const size_t rows = 7, cols = 300, tokens = 3;
-  Case c = random_case(rows, cols, tokens, rng);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(tokens * cols);
-  for (float& f : x) f = normal(rng);
-  auto w = make_weight_matrix(TensorType::kBF16, c.w, rows, cols);
-  REQUIRE(w.ok());
-  std::vector<float> y_float(tokens * rows), y_bf16(tokens * rows);
-  matmul(*w, x, tokens, y_float, MatmulActivations::kFloat);
-  matmul(*w, x, tokens, y_bf16, MatmulActivations::kQuantized);
-  std::vector<float> wf(rows * cols);
-  weight_rows_to_float(*w, 0, rows, wf);
-  for (size_t t = 0; t < tokens; ++t) {
-    for (size_t r = 0; r < rows; ++r) {
-      double abs_sum = 0.0;
-      for (size_t i = 0; i < cols; ++i)
-        abs_sum += std::fabs(double{wf[r * cols + i]} * x[t * cols + i]);
-      CHECK(std::fabs(y_float[t * rows + r] - y_bf16[t * rows + r]) <= 0x1p-8 * abs_sum);
-    }
-  }
+  const size_t rows = 7, cols = 300;
+  const Case c = random_case(rows, cols, 1, rng);
+  testing::check_modes_agree(TensorType::kBF16, c.w, rows, cols, rng);
 }
 
 }  // namespace

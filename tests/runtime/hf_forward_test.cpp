@@ -7,9 +7,12 @@ namespace tandem::runtime::testing {
 namespace {
 
 // `model_path`: the checkpoint to run ("" = the HF folder itself; a GGUF copy of the same weights
-// is checked against the same transformers reference).
+// is checked against the same transformers reference). `check_greedy`: whether the greedy
+// continuation must match too (only where the arithmetic is the reference's up to summation
+// order: a tiny random model's top-two margins are often smaller than the rounding of
+// activations to bfloat16 moves them).
 void check_arch(const std::string& arch, float tolerance, bool quantized_activations = true,
-                const std::string& model_path = "") {
+                const std::string& model_path = "", bool check_greedy = true) {
   const std::string dir = hf_dir(arch);
   const auto ref = read_json(dir + "reference.json");
   auto model =
@@ -28,7 +31,7 @@ void check_arch(const std::string& arch, float tolerance, bool quantized_activat
     worst = std::max(worst, diff);
     const auto want = p["greedy_next"].get<std::vector<int32_t>>();
     REQUIRE(want.size() >= 8);
-    CHECK(greedy(*model->runner, ids, want.size()) == want);
+    if (check_greedy) CHECK(greedy(*model->runner, ids, want.size()) == want);
   }
   // The figure for the notes; the checks above are what pass or fail.
   WARN((model_path.empty() ? arch : model_path)
@@ -97,9 +100,16 @@ TEST_CASE(
     "[runtime][forward][hf][deepseek2][fp8]") {
   // Every linear weight of the layers is float8_e4m3fn with a float32 scale per 128 x 128 block
   // (weight_scale_inv), converted at open into f8_e4m3_b128 rows; the reference ran transformers
-  // in float32 on exactly the dequantized weights. FP8 weights meet float activations, so the
-  // arithmetic differs from transformers' only in summation order: the F32 tolerance.
-  check_arch("deepseek_v3_fp8", 1e-4f);
+  // in float32 on exactly the dequantized weights. In the float mode FP8 weights meet float
+  // activations, so the arithmetic differs from transformers' only in summation order: the F32
+  // tolerance, and the greedy tokens.
+  check_arch("deepseek_v3_fp8", 1e-4f, /*quantized_activations=*/false);
+  // In the quantized mode (the default) they meet activations rounded to bfloat16, as BF16
+  // weights do (a relative 2^-9 per element before every FP8 matmul: q_a, q_b, kv_a, kv_b, o and
+  // the experts): measured 0.144 at most, with logits of standard deviation 4. This random
+  // model's top-two margins are smaller than that, so its greedy continuations part within the
+  // first tokens and are not compared.
+  check_arch("deepseek_v3_fp8", 0.2f, /*quantized_activations=*/true, "", /*check_greedy=*/false);
   auto c = model::open_model(hf_dir("deepseek_v3_fp8"));
   REQUIRE(c.ok());
   size_t fp8 = 0;
