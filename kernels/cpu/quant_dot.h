@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/activation_rows.h"
+#include "kernels/cpu/matmul_kernels.h"
 
 namespace tandem::kernels::detail {
 
@@ -238,13 +239,17 @@ void dot_bf16_avx512(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 // converter refuses any other shape). Any split over threads gives bit-identical results.
 void dot_f8_b128_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                         float* y, size_t y_stride);
+// Many tokens through the float-path tiles of the table k (to_float once per call, dot_rows):
+// the SIMD variants' choice from a few tokens on.
+void dot_f8_b128_converted(const MatmulKernels& k, const uint8_t* w, size_t row_bytes, size_t rows,
+                           const ActivationRows& x, float* y, size_t y_stride);
 // Codes through the fp16 route (float_convert.h: exact), times scale * 2^8, FMA with the
-// widened activations.
+// widened activations; from 8 tokens dot_f8_b128_converted on the AVX2 table.
 void dot_f8_b128_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                       float* y, size_t y_stride);
 // Where cpu_features() has AVX512-BF16 and AVX512-VBMI: codes to bfloat16 (exact) by two 128-entry
-// vpermi2b byte lookups per 64 codes, vdpbf16ps per block, the block sum times its scale; else
-// dot_f8_b128_avx2.
+// vpermi2b byte lookups per 64 codes, vdpbf16ps per block, the block sum times its scale, up to
+// 31 tokens, dot_f8_b128_converted on the AVX-512 table from 32; else dot_f8_b128_avx2.
 void dot_f8_b128_avx512(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                         float* y, size_t y_stride);
 

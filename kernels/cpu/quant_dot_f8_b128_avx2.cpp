@@ -4,18 +4,13 @@
 // (subnormal codes land on fp16 subnormals, which vcvtph2ps converts exactly and without a
 // microcode assist); the block scale times 2^8 restores the value. The activations widen from
 // bfloat16 by a shift; one FMA chain per (row, token). From kConvertFromTokens tokens on, a
-// register tile would convert each code for too few tokens: the activations are widened once and
-// the rows go through the AVX2 float path's converted tiles (to_float, then dot_rows: each code
-// converted once per call).
+// register tile would convert each code for too few tokens: dot_f8_b128_converted on the AVX2
+// table.
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/avx2_sum_lanes.h"
-#include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/quant_dot.h"
 #include "kernels/cpu/quant_dot_bf16_walk.h"
 
@@ -25,7 +20,6 @@ namespace {
 constexpr size_t kBlock = 128;
 constexpr size_t kBlockBytes = 4 + kBlock;
 constexpr size_t kConvertFromTokens = 8;
-constexpr size_t kTileFloats = 16384;  // converted weights per tile (64 KiB, L2-resident)
 
 // The values of the eight codes at p, times 2^-8.
 __m256 codes8(const uint8_t* p) {
@@ -78,41 +72,12 @@ struct Avx2F8 {
   }
 };
 
-// The first 64-byte boundary at or after p (a buffer holds 16 floats more than it needs).
-float* cache_line_aligned(std::vector<float>& v) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(v.data());
-  return v.data() + ((64 - a % 64) % 64) / sizeof(float);
-}
-
-// Many tokens: the activations widened once, the rows in converted float tiles.
-void dot_converted(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
-                   float* y, size_t y_stride) {
-  const MatmulKernels& k = matmul_kernels_avx2();
-  const size_t cols = x.cols;
-  const size_t tile_rows = std::max<size_t>(4, kTileFloats / cols);
-  thread_local std::vector<float> x_buffer, tile_buffer;
-  x_buffer.resize(x.n_tokens * cols + 16);
-  tile_buffer.resize(tile_rows * cols + 16);
-  float* xf = cache_line_aligned(x_buffer);
-  float* tile = cache_line_aligned(tile_buffer);
-  for (size_t i = 0; i + 8 <= x.n_tokens * cols; i += 8) {
-    _mm256_storeu_ps(xf + i, bf16x8(x.bf16 + i));
-  }
-  for (size_t r0 = 0; r0 < rows; r0 += tile_rows) {
-    const size_t n = std::min(tile_rows, rows - r0);
-    for (size_t r = 0; r < n; ++r) {
-      k.to_float(TensorType::kF8_E4M3_B128, w + (r0 + r) * row_bytes, cols, tile + r * cols);
-    }
-    k.dot_rows(xf, x.n_tokens, tile, n, cols, y + r0, y_stride);
-  }
-}
-
 }  // namespace
 
 void dot_f8_b128_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                       float* y, size_t y_stride) {
   if (x.n_tokens >= kConvertFromTokens) {
-    dot_converted(w, row_bytes, rows, x, y, y_stride);
+    dot_f8_b128_converted(matmul_kernels_avx2(), w, row_bytes, rows, x, y, y_stride);
   } else {
     bf16_dot<Avx2F8, 2, 4>(w, row_bytes, rows, x, y, y_stride);
   }

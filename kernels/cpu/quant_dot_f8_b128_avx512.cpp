@@ -5,7 +5,8 @@
 // 128-byte tables (the low and the high byte of its bfloat16), the sign bit or-ed into the high
 // bytes, and two byte unpacks into 64 bfloat16 in column order (the permute places each 128-bit
 // lane's codes so that the in-lane unpacks come out in order). A block's 128 products go into
-// one vdpbf16ps sum per (row, token), which then takes the block's scale in one FMA. Elsewhere
+// one vdpbf16ps sum per (row, token), which then takes the block's scale in one FMA. From
+// kConvertFromTokens tokens on, the float path's converted tiles; without AVX512-BF16 and -VBMI,
 // the AVX2 kernel.
 #include <immintrin.h>
 
@@ -23,6 +24,10 @@ namespace {
 
 constexpr size_t kBlock = 128;
 constexpr size_t kBlockBytes = 4 + kBlock;
+// From this many tokens the float path's converted tiles (each code converted once per call, then
+// FMAs on 64-byte-aligned floats) run as fast as vdpbf16ps with the codes converted per 8-token
+// tile or faster (matmul_bench: 16 tokens about even, 128 tokens 44-48 against 43 GFLOP/s).
+constexpr size_t kConvertFromTokens = 32;
 constexpr size_t kPrefetchBytes = 16 * kBlockBytes;  // how far ahead in its row a tile prefetches
 
 // Byte `high` of the bfloat16 of each positive E4M3 code 0..127 (0x7F, a NaN code the converter
@@ -123,7 +128,9 @@ struct Avx512F8 {
 void dot_f8_b128_avx512(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                         float* y, size_t y_stride) {
   static const bool has_bf16_vbmi = cpu_features().avx512_bf16 && cpu_features().avx512_vbmi;
-  if (has_bf16_vbmi) {
+  if (has_bf16_vbmi && x.n_tokens >= kConvertFromTokens) {
+    dot_f8_b128_converted(matmul_kernels_avx512(), w, row_bytes, rows, x, y, y_stride);
+  } else if (has_bf16_vbmi) {
     bf16_dot<Avx512F8, 1, 8>(w, row_bytes, rows, x, y, y_stride);
   } else {
     dot_f8_b128_avx2(w, row_bytes, rows, x, y, y_stride);

@@ -1,7 +1,8 @@
 // Tests of the F8_E4M3_B128 x BF16 dot product (quant_dot.h): the scalar reference against a
 // double-precision sum, every code's value through every SIMD variant this CPU runs (exactly), the
-// variants against the reference within the summation bound, split invariance, and the type's row
-// of the weight-type table in both matmul modes.
+// variants against the reference within the summation bound (9 and 33 tokens reach the converted
+// float tiles of the AVX2 and AVX-512 entries), split invariance, and the type's row of the
+// weight-type table in both matmul modes.
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -150,7 +151,7 @@ TEST_CASE("F8 x BF16 kernels match the scalar reference within the summation bou
   CHECK(row.activations == ActivationFormat::kBF16);
   std::mt19937 rng(17);
   for (size_t blocks : {size_t{1}, size_t{3}, size_t{16}}) {
-    for (size_t tokens : {size_t{1}, size_t{2}, size_t{3}, size_t{5}}) {
+    for (size_t tokens : {size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{9}, size_t{33}}) {
       const size_t rows = 11;
       const Case c = random_case(rows, blocks, tokens, rng);
       const std::vector<float> ref = run(detail::dot_f8_b128_scalar, c, 0, rows);
