@@ -103,7 +103,7 @@ struct Avx512F8 {
         std::memcpy(&scale, blk, 4);
         const __m512 sc = _mm512_set1_ps(scale);
         // The activations are read where they are used (L1-resident memory operands), which
-        // leaves the registers to the accumulators of a 4 x 4 tile.
+        // leaves the registers to the accumulators and the tables (a 4 x 4 tile still spilled).
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           const uint16_t* xb = x[t] + b * kBlock;
