@@ -35,6 +35,15 @@ void dequantize_q5_k(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_q6_k(const uint8_t* src, float* dst, size_t blocks);
 void dequantize_iq4_xs(const uint8_t* src, float* dst, size_t blocks);
 
+// Grid i-quants, 256-element super-blocks (dequantize_iquants.cpp).
+void dequantize_iq1_s(const uint8_t* src, float* dst, size_t blocks);
+void dequantize_iq1_m(const uint8_t* src, float* dst, size_t blocks);
+void dequantize_iq2_xxs(const uint8_t* src, float* dst, size_t blocks);
+void dequantize_iq2_xs(const uint8_t* src, float* dst, size_t blocks);
+void dequantize_iq2_s(const uint8_t* src, float* dst, size_t blocks);
+void dequantize_iq3_xxs(const uint8_t* src, float* dst, size_t blocks);
+void dequantize_iq3_s(const uint8_t* src, float* dst, size_t blocks);
+
 // Tandem's FP8 layout (TensorType::kF8_E4M3_B128: a float32 scale, then 128 E4M3 codes; element =
 // fp8_e4m3_to_fp32(code) * scale, one rounding) (dequantize_fp8.cpp).
 void dequantize_f8_e4m3_b128(const uint8_t* src, float* dst, size_t blocks);

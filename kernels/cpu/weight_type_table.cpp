@@ -105,6 +105,15 @@ const std::array kTable = {
     quantized(TensorType::kIQ4_XS, dequantize_iq4_xs, F::kQ8_K, detail::dot_iq4_xs_scalar,
               TANDEM_X86(detail::dot_iq4_xs_avx2), TANDEM_X86(detail::dot_iq4_xs_avx2),
               TANDEM_X86(detail::dot_iq4_xs_avx512_vnni)),
+    // The grid i-quants (the 1.6-3.4 bits per weight of unsloth's DeepSeek / Kimi files) load and
+    // run on the float path; they have no integer kernels yet.
+    float_only(TensorType::kIQ1_S, dequantize_iq1_s),
+    float_only(TensorType::kIQ1_M, dequantize_iq1_m),
+    float_only(TensorType::kIQ2_XXS, dequantize_iq2_xxs),
+    float_only(TensorType::kIQ2_XS, dequantize_iq2_xs),
+    float_only(TensorType::kIQ2_S, dequantize_iq2_s),
+    float_only(TensorType::kIQ3_XXS, dequantize_iq3_xxs),
+    float_only(TensorType::kIQ3_S, dequantize_iq3_s),
     quantized(TensorType::kF8_E4M3_B128, dequantize_f8_e4m3_b128, F::kBF16,
               detail::dot_f8_b128_scalar, TANDEM_X86(detail::dot_f8_b128_avx2),
               TANDEM_X86(detail::dot_f8_b128_avx512), TANDEM_X86(detail::dot_f8_b128_avx512)),

@@ -41,7 +41,9 @@ TEST_CASE("dequantize matches gguf-py bit for bit", "[kernels]") {
       GENERATE(TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kF64,
                TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1,
                TensorType::kQ8_0, TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K,
-               TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS);
+               TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kIQ4_NL, TensorType::kIQ4_XS,
+               TensorType::kIQ1_S, TensorType::kIQ1_M, TensorType::kIQ2_XXS, TensorType::kIQ2_XS,
+               TensorType::kIQ2_S, TensorType::kIQ3_XXS, TensorType::kIQ3_S);
   const std::string name(tensor_type_name(type));
   INFO("type " << name);
   const std::vector<uint8_t> src = read_fixture(name + ".bin");
