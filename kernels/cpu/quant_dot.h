@@ -80,6 +80,58 @@ void dot_iq4_nl_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
 void dot_iq4_xs_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
                             const ActivationRows& x, float* y, size_t y_stride);
 
+// ---- The grid i-quants x Q8_K activations (layouts: iq_blocks.h). Per 32-element sub-block ib
+// and group l of 8 elements, v_j = the grid value of element j with its sign (IQ1: the grid value,
+// -1..1) and s_l the group's scale code; per super-block
+//   isum = sum_{ib, l} (2 s_l + 1) * G_l,  G_l = sum_j v_j * xq_j
+// except IQ1_S / IQ1_M, whose G_l = 8 * sum_j v_j * xq_j + delta_l * sum_j xq_j (delta_l = +-1,
+// the sign of the group's +-1/8 shift); then sum += ((dw * factor) * dx) * float(isum), factor
+// 0.125f (IQ1_*, IQ2_*), 0.25f (IQ3_XXS) or 1 (IQ3_S): ggml's dot products with its float
+// factor moved into dw (exact: a power of two). IQ1_M's dw is the f16 spread over its scales. The
+// AVX2 and AVX-512 VNNI variants are bit-identical to these for every int8 activation quant.
+void dot_iq1_s_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride);
+void dot_iq1_m_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride);
+void dot_iq2_xxs_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                        float* y, size_t y_stride);
+void dot_iq2_xs_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                       float* y, size_t y_stride);
+void dot_iq2_s_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride);
+void dot_iq3_xxs_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                        float* y, size_t y_stride);
+void dot_iq3_s_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride);
+void dot_iq1_s_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride);
+void dot_iq1_m_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride);
+void dot_iq2_xxs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride);
+void dot_iq2_xs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride);
+void dot_iq2_s_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride);
+void dot_iq3_xxs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride);
+void dot_iq3_s_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride);
+void dot_iq1_s_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                           float* y, size_t y_stride);
+void dot_iq1_m_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                           float* y, size_t y_stride);
+void dot_iq2_xxs_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
+                             const ActivationRows& x, float* y, size_t y_stride);
+void dot_iq2_xs_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
+                            const ActivationRows& x, float* y, size_t y_stride);
+void dot_iq2_s_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                           float* y, size_t y_stride);
+void dot_iq3_xxs_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
+                             const ActivationRows& x, float* y, size_t y_stride);
+void dot_iq3_s_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                           float* y, size_t y_stride);
+
 // ---- K-quants x Q8_K activations, per 256-super-block.
 // Q4_K / Q5_K: isum = sum_j scale_j * (sum over sub-block j of q * xq), q in 0..15 / 0..31,
 // imin = sum_j min_j * (bsums[2j] + bsums[2j+1]); sum += dw * dx * float(isum) - dmin * dx *

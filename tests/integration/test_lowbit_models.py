@@ -1,9 +1,11 @@
 # Low-bit GGUFs end to end against llama.cpp: tiny Qwen3-MoE-shaped models that llama-quantize
-# wrote as Q2_K (Q2_K + Q3_K tensors), Q3_K_M, IQ4_XS and IQ4_NL, decoded greedily by `tandem
-# generate` and compared with llama.cpp 0.5.0's greedy tokens (tests/fixtures/gguf/lowbit, made by
-# scripts/fixtures/make_lowbit_quant_fixtures.py).
+# wrote as Q2_K (Q2_K + Q3_K tensors), Q3_K_M, IQ4_XS, IQ4_NL and the grid i-quant recipes IQ1_S,
+# IQ1_M, IQ2_XXS, IQ2_XS, IQ2_M (IQ2_S + IQ3_S), IQ3_XXS and IQ3_S (each with some K-quant
+# tensors), decoded greedily by `tandem generate` and compared with llama.cpp 0.5.0's greedy
+# tokens (tests/fixtures/gguf/lowbit, made by scripts/fixtures/make_lowbit_quant_fixtures.py).
 #
-# Both sides quantize the activations (Q8_K for the K-quants and IQ4_XS, Q8_0 for IQ4_NL) but sum
+# Both sides quantize the activations (Q8_K for the K-quants, IQ4_XS and the grid i-quants, Q8_0
+# for IQ4_NL) but sum
 # in different orders, and llama.cpp's references re-ran the whole sequence as one batch at every
 # step, so logits differ by up to ~3e-2 (llama.cpp's own batched and token-by-token runs differ by
 # as much). The bound: tokens are identical up to the first difference, and that difference falls

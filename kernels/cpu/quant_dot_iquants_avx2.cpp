@@ -1,0 +1,63 @@
+// The AVX2 dot kernels of the grid i-quants (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S)
+// with Q8_K activations (built with -mavx2 -mfma -mf16c -ffp-contract=off; called only when
+// cpu_features() reports them): quant_dot_iquants_tiles.h's templates with the scaled pair sums
+// as madd + add.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/quant_dot.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+[[gnu::always_inline]] inline __m256i kq_madd_add(__m256i acc, __m256i p, __m256i s) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+}
+
+}  // namespace
+}  // namespace tandem::kernels::detail
+
+#include "kernels/cpu/quant_dot_kquants_tiles.h"
+// The kquants walk first: the i-quant tiles use its helpers.
+#include "kernels/cpu/quant_dot_iquants_tiles.h"
+
+namespace tandem::kernels::detail {
+
+void dot_iq2_xxs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride) {
+  dot_rows<IqTiles<Iq2XxsRows>>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq2_xs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                     float* y, size_t y_stride) {
+  dot_rows<IqTiles<Iq2XsRows>>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq2_s_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride) {
+  dot_rows<IqTiles<Iq2SRows>>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq3_xxs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                      float* y, size_t y_stride) {
+  dot_rows<IqTiles<Iq3XxsRows>>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq3_s_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride) {
+  dot_rows<IqTiles<Iq3SRows>>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq1_s_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride) {
+  dot_rows<IqTiles<Iq1SRows>>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_iq1_m_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride) {
+  dot_rows<IqTiles<Iq1MRows>>(w, row_bytes, rows, x, y, y_stride);
+}
+
+}  // namespace tandem::kernels::detail
