@@ -160,7 +160,7 @@ TEST_CASE("make_weight_matrix rejects bad sizes and types", "[kernels]") {
         StatusCode::kInvalidArgument);
   CHECK(make_weight_matrix(TensorType::kQ8_0, bytes, 0, 32).status().code() ==
         StatusCode::kInvalidArgument);
-  CHECK(make_weight_matrix(TensorType::kIQ2_XXS, bytes, 1, 256).status().code() ==
+  CHECK(make_weight_matrix(TensorType::kTQ1_0, bytes, 1, 256).status().code() ==
         StatusCode::kUnimplemented);
 }
 
