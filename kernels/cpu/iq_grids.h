@@ -63,6 +63,25 @@ constexpr IqSignBytes make_sign_bytes() {
 
 inline constexpr IqSignBytes kIqSignBytes = make_sign_bytes();
 
+// The same signs as 8 multipliers, for the SIMD kernels: byte j of kIqSignMasks.v[s] is -1 (0xff)
+// where value j is negative, else +1.
+struct IqSignMasks {
+  uint64_t v[128];
+};
+
+constexpr IqSignMasks make_sign_masks() {
+  IqSignMasks t{};
+  for (uint32_t s = 0; s < 128; ++s) {
+    for (uint32_t j = 0; j < 8; ++j) {
+      const uint64_t byte = (kIqSignBytes.v[s] >> j) & 1 ? 0xff : 0x01;
+      t.v[s] |= byte << (8 * j);
+    }
+  }
+  return t;
+}
+
+inline constexpr IqSignMasks kIqSignMasks = make_sign_masks();
+
 // IQ1_S / IQ1_M: every value of a group of 8 is shifted by +-kIq1Delta before scaling.
 inline constexpr float kIq1Delta = 0.125f;
 

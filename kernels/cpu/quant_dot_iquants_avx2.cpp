@@ -27,37 +27,37 @@ namespace tandem::kernels::detail {
 
 void dot_iq2_xxs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                       float* y, size_t y_stride) {
-  dot_rows<IqTiles<Iq2XxsRows>>(w, row_bytes, rows, x, y, y_stride);
+  iq_dot<Iq2XxsRows>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_iq2_xs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride) {
-  dot_rows<IqTiles<Iq2XsRows>>(w, row_bytes, rows, x, y, y_stride);
+  iq_dot<Iq2XsRows>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_iq2_s_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                     float* y, size_t y_stride) {
-  dot_rows<IqTiles<Iq2SRows>>(w, row_bytes, rows, x, y, y_stride);
+  iq_dot<Iq2SRows>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_iq3_xxs_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                       float* y, size_t y_stride) {
-  dot_rows<IqTiles<Iq3XxsRows>>(w, row_bytes, rows, x, y, y_stride);
+  iq_dot<Iq3XxsRows>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_iq3_s_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                     float* y, size_t y_stride) {
-  dot_rows<IqTiles<Iq3SRows>>(w, row_bytes, rows, x, y, y_stride);
+  iq_dot<Iq3SRows>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_iq1_s_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                     float* y, size_t y_stride) {
-  dot_rows<IqTiles<Iq1SRows>>(w, row_bytes, rows, x, y, y_stride);
+  iq_dot<Iq1SRows>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_iq1_m_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                     float* y, size_t y_stride) {
-  dot_rows<IqTiles<Iq1MRows>>(w, row_bytes, rows, x, y, y_stride);
+  iq_dot<Iq1MRows>(w, row_bytes, rows, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

@@ -36,7 +36,7 @@ struct IqVectors {
   __m256i dls;
 };
 
-// 32 sign bits (bit i: element i negative) as +-1 bytes.
+// 32 sign bits (bit i: element i negative; IQ2_S, IQ3_S) as +-1 bytes.
 [[gnu::always_inline]] inline __m256i iq_sign_vector(uint32_t bits) {
   const __m256i spread =
       _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
@@ -68,9 +68,13 @@ template <size_t N>
   return _mm256_setr_epi32(e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]);
 }
 
-// The sign byte of 7 stored sign bits (IQ2_XXS, IQ2_XS, IQ3_XXS).
-[[gnu::always_inline]] inline uint32_t iq_signs7(uint32_t bits) {
-  return kIqSignBytes.v[bits & 127];
+// Four groups' 7 stored sign bits (IQ2_XXS, IQ2_XS, IQ3_XXS) as +-1 bytes: one table load each.
+[[gnu::always_inline]] inline __m256i iq_sign_masks7(uint32_t s0, uint32_t s1, uint32_t s2,
+                                                     uint32_t s3) {
+  return _mm256_set_epi64x(static_cast<int64_t>(kIqSignMasks.v[s3 & 127]),
+                           static_cast<int64_t>(kIqSignMasks.v[s2 & 127]),
+                           static_cast<int64_t>(kIqSignMasks.v[s1 & 127]),
+                           static_cast<int64_t>(kIqSignMasks.v[s0 & 127]));
 }
 
 // Multipliers: one for the sub-block, or one per half (groups 0-1, 2-3).
@@ -101,10 +105,8 @@ struct Iq2XxsRows {
   [[gnu::always_inline]] static IqVectors sub_block(const uint8_t* blk, size_t ib) {
     const uint8_t* q = blk + 2 + 8 * ib;
     const uint32_t aux = load_u32(q + 4);
-    const uint32_t signs = iq_signs7(aux) | iq_signs7(aux >> 7) << 8 | iq_signs7(aux >> 14) << 16 |
-                           iq_signs7(aux >> 21) << 24;
     const __m256i g = iq_entries8(kIq2xxsGrid.v, q[0], q[1], q[2], q[3]);
-    return {_mm256_sign_epi8(g, iq_sign_vector(signs)),
+    return {_mm256_sign_epi8(g, iq_sign_masks7(aux, aux >> 7, aux >> 14, aux >> 21)),
             _mm256_set1_epi16(static_cast<int16_t>(2 * (aux >> 28) + 1)), __m256i{}};
   }
 };
@@ -117,11 +119,10 @@ struct Iq2XsRows {
   [[gnu::always_inline]] static IqVectors sub_block(const uint8_t* blk, size_t ib) {
     uint16_t q[4];
     std::memcpy(q, blk + 2 + 8 * ib, 8);
-    const uint32_t signs = iq_signs7(q[0] >> 9) | iq_signs7(q[1] >> 9) << 8 |
-                           iq_signs7(q[2] >> 9) << 16 | iq_signs7(q[3] >> 9) << 24;
     const __m256i g = iq_entries8(kIq2xsGrid.v, q[0] & 511u, q[1] & 511u, q[2] & 511u, q[3] & 511u);
+    const __m256i signs = iq_sign_masks7(q[0] >> 9, q[1] >> 9, q[2] >> 9, q[3] >> 9);
     const int sc = blk[66 + ib];
-    return {_mm256_sign_epi8(g, iq_sign_vector(signs)),
+    return {_mm256_sign_epi8(g, signs),
             iq_halves(2 * (sc & 0x0f) + 1, 2 * (sc >> 4) + 1), __m256i{}};
   }
 };
@@ -150,10 +151,9 @@ struct Iq3XxsRows {
   [[gnu::always_inline]] static IqVectors sub_block(const uint8_t* blk, size_t ib) {
     const uint8_t* qs = blk + 2 + 8 * ib;
     const uint32_t aux = load_u32(blk + 66 + 4 * ib);
-    const uint32_t signs = iq_signs7(aux) | iq_signs7(aux >> 7) << 8 | iq_signs7(aux >> 14) << 16 |
-                           iq_signs7(aux >> 21) << 24;
     const size_t index[8] = {qs[0], qs[1], qs[2], qs[3], qs[4], qs[5], qs[6], qs[7]};
-    return {_mm256_sign_epi8(iq_entries4(kIq3xxsGrid.v, index), iq_sign_vector(signs)),
+    return {_mm256_sign_epi8(iq_entries4(kIq3xxsGrid.v, index),
+                             iq_sign_masks7(aux, aux >> 7, aux >> 14, aux >> 21)),
             _mm256_set1_epi16(static_cast<int16_t>(2 * (aux >> 28) + 1)), __m256i{}};
   }
 };
@@ -269,6 +269,116 @@ void iq_tile(const uint8_t* w, size_t row_bytes, size_t blocks, const TokenGroup
   _mm_storeu_ps(out, sum);
 }
 
+// ---- Many tokens: each weight super-block decoded once per call.
+// From kIqBatchMinTokens tokens, rows go in groups of kIqBatchRows: each super-block of the group
+// is decoded once into an L1-resident buffer (the signed values and multipliers of every
+// sub-block) and every group of up to kIqBatchTokens tokens passes over it, so the grid gathers,
+// sign expansion and scale unpacking (most of the work per 32 elements) are shared by all tokens
+// instead of being redone for every 4. The running float sum of each (row, token) lives in y
+// between super-blocks, in block order, so the results are the same bits as the tiles above.
+constexpr size_t kIqBatchMinTokens = 5;
+constexpr int kIqBatchRows = 4;
+constexpr int kIqBatchTokens = 4;
+
+template <int R>
+struct IqUnpacked {
+  alignas(32) int8_t v[R][kSuper];
+  alignas(32) int16_t ls[R][8][16];
+  alignas(32) int16_t dls[R][8][16];
+  float dw[R];  // d * factor
+};
+
+template <typename Rows, int R>
+void iq_unpack(const uint8_t* w, size_t row_bytes, size_t b, IqUnpacked<R>& o) {
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    const uint8_t* blk = w + r * row_bytes + b * Rows::kBlockBytes;
+#pragma GCC unroll 8
+    for (size_t ib = 0; ib < 8; ++ib) {
+      const IqVectors s = Rows::sub_block(blk, ib);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.v[r] + 32 * ib), s.v);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.ls[r][ib]), s.ls);
+      if constexpr (Rows::kDelta) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o.dls[r][ib]), s.dls);
+      }
+    }
+    const float d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(Rows::d_bits(blk))));
+    o.dw[r] = d * Rows::kFactor;
+  }
+}
+
+// Super-block b of the R unpacked rows (rows r0 ..) against tokens t0 .. t0 + T - 1: each
+// (row, token)'s running sum in y plus the block's term (the first block starts from 0.0f, as the
+// reference does).
+template <typename Rows, int R, int T>
+void iq_batch_tile(const IqUnpacked<R>& o, const ActivationRows& x, size_t b, size_t t0, float* y,
+                   size_t y_stride, size_t r0, bool first) {
+  const size_t blocks = x.cols / kSuper;
+  __m256i acc[R * T];
+#pragma GCC unroll 16
+  for (int i = 0; i < R * T; ++i) acc[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    __m256i xv[T], ax[T], ones[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      xv[t] = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(x.qs + (t0 + t) * x.cols + b * kSuper + 32 * k));
+      ax[t] = _mm256_abs_epi8(xv[t]);
+      if constexpr (Rows::kDelta) ones[t] = _mm256_maddubs_epi16(_mm256_set1_epi8(1), xv[t]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.v[r] + 32 * k));
+      const __m256i ls = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.ls[r][k]));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i p = _mm256_maddubs_epi16(ax[t], _mm256_sign_epi8(v, xv[t]));
+        if constexpr (Rows::kDelta) {
+          const __m256i dls = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.dls[r][k]));
+          acc[r * T + t] = kq_madd_add(acc[r * T + t], _mm256_slli_epi16(p, 3), ls);
+          acc[r * T + t] = kq_madd_add(acc[r * T + t], ones[t], dls);
+        } else {
+          acc[r * T + t] = kq_madd_add(acc[r * T + t], p, ls);
+        }
+        keep_in_register(acc[r * T + t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    alignas(16) float isum[4];
+    _mm_store_ps(isum, _mm_cvtepi32_ps(sum_lanes<T>(acc + r * T)));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      // The reference's ((dw * factor) * dx) * float(isum); sum += that.
+      const float term = (o.dw[r] * x.d[(t0 + t) * blocks + b]) * isum[t];
+      float& out = y[(t0 + t) * y_stride + r0 + r];
+      out = (first ? 0.0f : out) + term;
+    }
+  }
+}
+
+template <typename Rows, int R>
+void iq_batch_rows(const uint8_t* w, size_t row_bytes, size_t r0, const ActivationRows& x,
+                   float* y, size_t y_stride) {
+  const size_t blocks = x.cols / kSuper;
+  IqUnpacked<R> o;
+  for (size_t b = 0; b < blocks; ++b) {
+    iq_unpack<Rows, R>(w + r0 * row_bytes, row_bytes, b, o);
+    size_t t0 = 0;
+    for (; t0 + kIqBatchTokens <= x.n_tokens; t0 += kIqBatchTokens) {
+      iq_batch_tile<Rows, R, kIqBatchTokens>(o, x, b, t0, y, y_stride, r0, b == 0);
+    }
+    for (; t0 < x.n_tokens; ++t0) iq_batch_tile<Rows, R, 1>(o, x, b, t0, y, y_stride, r0, b == 0);
+  }
+}
+
+// The QuantDotFn contract: the batched passes from kIqBatchMinTokens tokens, else the tiles.
+template <typename Rows>
+void iq_dot(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x, float* y,
+            size_t y_stride);
+
 template <typename Rows>
 struct IqTiles {
   static constexpr size_t kBlockBytes = Rows::kBlockBytes;
@@ -278,6 +388,20 @@ struct IqTiles {
     iq_tile<Rows, R, T>(w, row_bytes, blocks, g, prefetch, out);
   }
 };
+
+template <typename Rows>
+void iq_dot(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x, float* y,
+            size_t y_stride) {
+  if (x.n_tokens < kIqBatchMinTokens || x.cols < kSuper) {
+    dot_rows<IqTiles<Rows>>(w, row_bytes, rows, x, y, y_stride);
+    return;
+  }
+  size_t r = 0;
+  for (; r + kIqBatchRows <= rows; r += kIqBatchRows) {
+    iq_batch_rows<Rows, kIqBatchRows>(w, row_bytes, r, x, y, y_stride);
+  }
+  for (; r < rows; ++r) iq_batch_rows<Rows, 1>(w, row_bytes, r, x, y, y_stride);
+}
 
 }  // namespace
 }  // namespace tandem::kernels::detail
