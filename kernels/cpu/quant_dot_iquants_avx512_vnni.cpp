@@ -16,6 +16,12 @@ namespace {
   return _mm256_dpwssd_epi32(acc, p, s);
 }
 
+// The many-token passes: 8 rows in the lanes of vpdpbusd.
+struct IqIsa {
+  static constexpr bool kRowLanes = true;
+  static __m256i dot4(__m256i acc, __m256i u, __m256i x) { return _mm256_dpbusd_epi32(acc, u, x); }
+};
+
 }  // namespace
 }  // namespace tandem::kernels::detail
 

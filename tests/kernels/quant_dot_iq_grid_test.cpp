@@ -236,20 +236,24 @@ TEST_CASE("grid i-quant dot products at the extremes of codes and activations", 
         for (size_t b = 0; b < kRows * kCols / kSuper; ++b) {
           put_d(k, w.data() + b * k.block_bytes, 0x3c00);  // 1.0
         }
-        QuantizedActivations a =
-            testing::random_activations(ActivationFormat::kQ8_K, 2, kCols, rng);
-        for (int8_t& q : a.qs) q = static_cast<int8_t>(xq);
-        for (float& d : a.d) d = 1.0f;
-        for (int16_t& s : a.bsums) s = static_cast<int16_t>(16 * xq);
-        std::vector<float> want(2 * kRows);
-        k.scalar(w.data(), row_bytes, kRows, view_of(a), want.data(), kRows);
-        for (const char* variant : {"avx2", "avx512-vnni"}) {
-          const detail::QuantDotFn fn = simd_kernel(k, variant);
-          if (fn == nullptr) continue;
-          std::vector<float> got(2 * kRows);
-          fn(w.data(), row_bytes, kRows, view_of(a), got.data(), kRows);
-          INFO(k.name << " " << variant << " fill " << int{fill} << " xq " << xq);
-          for (size_t i = 0; i < got.size(); ++i) CHECK(bits_of(got[i]) == bits_of(want[i]));
+        // 2 tokens take the tiles, 6 the many-token passes.
+        for (const size_t n_tokens : {size_t{2}, size_t{6}}) {
+          QuantizedActivations a =
+              testing::random_activations(ActivationFormat::kQ8_K, n_tokens, kCols, rng);
+          for (int8_t& q : a.qs) q = static_cast<int8_t>(xq);
+          for (float& d : a.d) d = 1.0f;
+          for (int16_t& s : a.bsums) s = static_cast<int16_t>(16 * xq);
+          std::vector<float> want(n_tokens * kRows);
+          k.scalar(w.data(), row_bytes, kRows, view_of(a), want.data(), kRows);
+          for (const char* variant : {"avx2", "avx512-vnni"}) {
+            const detail::QuantDotFn fn = simd_kernel(k, variant);
+            if (fn == nullptr) continue;
+            std::vector<float> got(n_tokens * kRows);
+            fn(w.data(), row_bytes, kRows, view_of(a), got.data(), kRows);
+            INFO(k.name << " " << variant << " fill " << int{fill} << " xq " << xq << " tokens "
+                        << n_tokens);
+            for (size_t i = 0; i < got.size(); ++i) CHECK(bits_of(got[i]) == bits_of(want[i]));
+          }
         }
       }
     }
