@@ -449,17 +449,17 @@ void iq_lanes_tile(const IqLanes& o, const ActivationRows& x, size_t b, size_t t
   const size_t blocks = x.cols / kSuper;
   const int8_t* xq[T];
   const int16_t* bs[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     xq[t] = x.qs + (t0 + t) * x.cols + b * kSuper;
     bs[t] = x.bsums + ((t0 + t) * blocks + b) * 16;
   }
   __m256i isum[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
   for (size_t j = 0; j < kSpans; ++j) {
     const __m256i ls = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.ls[j]));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       int bias = bs[t][kSumsPerSpan * j];
       if constexpr (kSumsPerSpan == 2) bias += bs[t][2 * j + 1];
@@ -484,7 +484,7 @@ void iq_lanes_tile(const IqLanes& o, const ActivationRows& x, size_t b, size_t t
   alignas(32) int32_t mask_bits[8];
   for (size_t i = 0; i < 8; ++i) mask_bits[i] = i < n_rows ? -1 : 0;
   const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask_bits));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     // The reference's ((dw * factor) * dx) * float(isum); sum += that.
     const __m256 term = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x.d[(t0 + t) * blocks + b])),
@@ -502,7 +502,11 @@ void iq_lanes_rows(const uint8_t* w, size_t row_bytes, size_t r0, size_t n_rows,
   IqLanes o;
   for (size_t b = 0; b < blocks; ++b) {
     iq_unpack_lanes<Rows>(w + r0 * row_bytes, row_bytes, n_rows, b, o);
+    // 8 tokens keep 8 vpdpbusd chains in flight (with 4 a chain's latency bound the tile).
     size_t t0 = 0;
+    for (; t0 + 8 <= x.n_tokens; t0 += 8) {
+      iq_lanes_tile<Rows, 8>(o, x, b, t0, y, y_stride, r0, n_rows, b == 0);
+    }
     for (; t0 + 4 <= x.n_tokens; t0 += 4) {
       iq_lanes_tile<Rows, 4>(o, x, b, t0, y, y_stride, r0, n_rows, b == 0);
     }
