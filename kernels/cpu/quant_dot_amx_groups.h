@@ -20,6 +20,7 @@
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/transpose_avx512.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -74,51 +75,6 @@ inline const int8_t* token_tile(const int8_t* packed, size_t blocks, size_t tile
   return packed + (tile * blocks + b) * kAmxTileTokens * block;
 }
 
-// r[i] = column i of the 16 x 16 matrix of 32-bit units whose rows are r[0 .. 16).
-[[gnu::always_inline]] inline void transpose16x16_epi32(__m512i* r) {
-  __m512i t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i) {
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
-      t[8 * i + j + 4] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
-    }
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
-    r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
-  }
-}
-
-// 16 rows' 256 unpacked quants each (vals[n]) as B tiles: 32-bit unit u (elements 4u .. 4u+3)
-// of every row, row n's at byte 4n, into the 64 bytes at out + 64 u. For W-element groups that
-// is tile row u % (W / 4) of group u / (W / 4): four 16 x 16 transposes of 32-bit units.
-[[gnu::always_inline]] inline void rows_to_b_tiles(const uint8_t (*vals)[256], uint8_t* out) {
-#pragma GCC unroll 4
-  for (size_t c = 0; c < 4; ++c) {
-    __m512i r[kAmxTileRows];
-#pragma GCC unroll 16
-    for (size_t n = 0; n < kAmxTileRows; ++n) r[n] = _mm512_load_si512(vals[n] + 64 * c);
-    transpose16x16_epi32(r);
-#pragma GCC unroll 16
-    for (size_t i = 0; i < 16; ++i) _mm512_store_si512(out + 64 * (16 * c + i), r[i]);
-  }
-}
-
 // The byte offsets of 16 rows row_bytes apart (lane n: n * row_bytes), for 32-bit gathers of one
 // field of every row's block.
 [[gnu::always_inline]] inline __m512i row_offsets(size_t row_bytes) {
@@ -127,13 +83,13 @@ inline const int8_t* token_tile(const int8_t* packed, size_t blocks, size_t tile
 }
 
 // The blocks of 16 plain rows (row n's at blk0 + n * row_bytes) as B tiles at out
-// (rows_to_b_tiles), each row first unpacked by unpack_row(block, 256 bytes of quants).
+// (rows_to_lanes16), each row first unpacked by unpack_row(block, 256 bytes of quants).
 template <typename UnpackRow>
 [[gnu::always_inline]] inline void rows_block_to_b_tiles(const uint8_t* blk0, size_t row_bytes,
                                                          UnpackRow unpack_row, uint8_t* out) {
   alignas(64) uint8_t vals[kAmxTileRows][256];
   for (size_t n = 0; n < kAmxTileRows; ++n) unpack_row(blk0 + n * row_bytes, vals[n]);
-  rows_to_b_tiles(vals, out);
+  rows_to_lanes16(vals, out);
 }
 
 // Groups 2q and 2q + 1 (A tiles at xq, B tiles b0, b1 of W / 4 rows of 64 bytes) into tiles ca, cb.

@@ -16,14 +16,10 @@ namespace {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
 }
 
-// The many-token passes: the pair sums (the row-lane form would need maddubs + madd per 4
-// elements).
+// The many-token passes: the pair sums (a row-lane form would need maddubs + madd per 4 elements
+// and 8 rows per register).
 struct IqIsa {
   static constexpr bool kRowLanes = false;
-  static __m256i dot4(__m256i acc, __m256i u, __m256i x) {
-    return _mm256_add_epi32(acc,
-                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
-  }
 };
 
 }  // namespace

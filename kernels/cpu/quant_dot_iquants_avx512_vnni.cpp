@@ -16,10 +16,9 @@ namespace {
   return _mm256_dpwssd_epi32(acc, p, s);
 }
 
-// The many-token passes: 8 rows in the lanes of vpdpbusd.
+// The many-token passes: 16 rows in the lanes of vpdpbusd (quant_dot_iquants_lanes16.h).
 struct IqIsa {
   static constexpr bool kRowLanes = true;
-  static __m256i dot4(__m256i acc, __m256i u, __m256i x) { return _mm256_dpbusd_epi32(acc, u, x); }
 };
 
 }  // namespace
@@ -28,6 +27,8 @@ struct IqIsa {
 #include "kernels/cpu/quant_dot_kquants_tiles.h"
 // The kquants walk first: the i-quant tiles use its helpers.
 #include "kernels/cpu/quant_dot_iquants_tiles.h"
+// After the tiles: it defines their iq_lanes_rows.
+#include "kernels/cpu/quant_dot_iquants_lanes16.h"
 
 namespace tandem::kernels::detail {
 

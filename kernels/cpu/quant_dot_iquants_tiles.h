@@ -2,8 +2,8 @@
 // with Q8_K activations, bit-identical to the scalar references (quant_dot_iquants_scalar.cpp), as
 // templates an ISA file instantiates under its own -m flags after including
 // quant_dot_kquants_tiles.h (its kq_madd_add, token groups, lane sums and dot_rows walk).
-// It also defines a struct IqIsa: kRowLanes (whether the many-token passes use the row-lane form
-// below) and dot4(acc, u, x) (acc plus the exact sums of four u8 x s8 products per int32 lane).
+// The including file also defines a struct IqIsa whose kRowLanes says whether the many-token
+// passes take the 16-row vpdpbusd form (quant_dot_iquants_lanes16.h, AVX-512 VNNI only).
 // Everything here has internal linkage (see quant_dot_kquants_tiles.h for why); the grids are
 // iq_grids.h's constant data.
 //
@@ -101,8 +101,7 @@ template <size_t N>
 // iq_blocks.h).
 
 struct Iq2XxsRows {
-  static constexpr bool kLanes = true;  // the row-lane passes apply
-  static constexpr size_t kSpan = 32;   // elements per multiplier
+  static constexpr size_t kSpan = 32;  // elements per multiplier
   static constexpr size_t kBlockBytes = 66;
   static constexpr float kFactor = 0.125f;
   static constexpr bool kDelta = false;
@@ -117,8 +116,7 @@ struct Iq2XxsRows {
 };
 
 struct Iq2XsRows {
-  static constexpr bool kLanes = true;  // the row-lane passes apply
-  static constexpr size_t kSpan = 16;   // elements per multiplier
+  static constexpr size_t kSpan = 16;  // elements per multiplier
   static constexpr size_t kBlockBytes = 74;
   static constexpr float kFactor = 0.125f;
   static constexpr bool kDelta = false;
@@ -135,8 +133,7 @@ struct Iq2XsRows {
 };
 
 struct Iq2SRows {
-  static constexpr bool kLanes = true;  // the row-lane passes apply
-  static constexpr size_t kSpan = 16;   // elements per multiplier
+  static constexpr size_t kSpan = 16;  // elements per multiplier
   static constexpr size_t kBlockBytes = 82;
   static constexpr float kFactor = 0.125f;
   static constexpr bool kDelta = false;
@@ -153,8 +150,7 @@ struct Iq2SRows {
 };
 
 struct Iq3XxsRows {
-  static constexpr bool kLanes = true;  // the row-lane passes apply
-  static constexpr size_t kSpan = 32;   // elements per multiplier
+  static constexpr size_t kSpan = 32;  // elements per multiplier
   static constexpr size_t kBlockBytes = 98;
   static constexpr float kFactor = 0.25f;
   static constexpr bool kDelta = false;
@@ -170,8 +166,7 @@ struct Iq3XxsRows {
 };
 
 struct Iq3SRows {
-  static constexpr bool kLanes = true;  // the row-lane passes apply
-  static constexpr size_t kSpan = 32;   // elements per multiplier
+  static constexpr size_t kSpan = 32;  // elements per multiplier
   static constexpr size_t kBlockBytes = 110;
   static constexpr float kFactor = 1.0f;
   static constexpr bool kDelta = false;
@@ -190,8 +185,7 @@ struct Iq3SRows {
 };
 
 struct Iq1SRows {
-  static constexpr bool kLanes = true;  // the row-lane passes apply
-  static constexpr size_t kSpan = 32;   // elements per multiplier
+  static constexpr size_t kSpan = 32;  // elements per multiplier
   static constexpr size_t kBlockBytes = 50;
   static constexpr float kFactor = 0.125f;
   static constexpr bool kDelta = true;
@@ -208,8 +202,7 @@ struct Iq1SRows {
 };
 
 struct Iq1MRows {
-  static constexpr bool kLanes = false;  // the row-lane passes apply
-  static constexpr size_t kSpan = 16;    // elements per multiplier
+  static constexpr size_t kSpan = 16;  // elements per multiplier
   static constexpr size_t kBlockBytes = 56;
   static constexpr float kFactor = 0.125f;
   static constexpr bool kDelta = true;
@@ -391,130 +384,12 @@ void iq_batch_rows(const uint8_t* w, size_t row_bytes, size_t r0, const Activati
   }
 }
 
-// ---- Many tokens with vpdpbusd (IqIsa::kRowLanes, types with Rows::kLanes): 8 rows of a
-// super-block unpacked with one 32-bit lane per row, as the x8 layouts are, the values biased to
-// unsigned (v + 64, in 2..126): per 4 elements and token one broadcast of the activation quants
-// and one vpdpbusd sum them for all 8 rows, with no per-row reduction. Each span of elements
-// sharing a multiplier (Rows::kSpan: 32, or 16 for IQ2_XS / IQ2_S) gets its own sum, started at
-// -64 * the span's activation sum S (from the Q8_K bsums) to remove the bias, then multiplied by
-// the rows' 2s + 1 (vpmulld) into isum: exactly the integer of the pairs above. IQ1_S: u =
-// 8 * (v + 1) in 0..16 and the sum starts at (delta - 8) * S, so it ends at 8 * sum(v * x) +
-// delta * S, the reference's group term (IQ1_M's deltas change every 8 elements, finer than the
-// bsums: it keeps the pairs).
-struct IqLanes {
-  alignas(32) uint8_t u[64][32];  // quad q (elements 4q .. 4q + 3): bytes 4i .. 4i + 3 = row i's
-  alignas(32) int32_t ls[16][8];  // span j: row i's multiplier
-  alignas(32) int32_t dm[8][8];   // IQ1_S, sub-block j: row i's delta - 8
-  alignas(32) float dw[8];        // d * factor per row
-};
-
-template <typename Rows>
-void iq_unpack_lanes(const uint8_t* w, size_t row_bytes, size_t n_rows, size_t b, IqLanes& o) {
-  for (size_t i = 0; i < 8; ++i) {
-    const uint8_t* blk = w + (i < n_rows ? i : 0) * row_bytes + b * Rows::kBlockBytes;
-    for (size_t ib = 0; ib < 8; ++ib) {
-      const IqVectors s = Rows::sub_block(blk, ib);
-      alignas(32) uint8_t u[32];
-      alignas(32) int16_t ls[16];
-      if constexpr (Rows::kDelta) {
-        // (v + 1) * 8 <= 16: the 16-bit shift carries nothing across bytes.
-        const __m256i u8 = _mm256_slli_epi16(_mm256_add_epi8(s.v, _mm256_set1_epi8(1)), 3);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(u), u8);
-        o.dm[ib][i] = (static_cast<int16_t>(_mm256_extract_epi16(s.dls, 0)) > 0 ? 1 : -1) - 8;
-      } else {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(u),
-                           _mm256_add_epi8(s.v, _mm256_set1_epi8(64)));
-      }
-      _mm256_store_si256(reinterpret_cast<__m256i*>(ls), s.ls);
-      for (size_t j = 0; j < 8; ++j) std::memcpy(&o.u[8 * ib + j][4 * i], u + 4 * j, 4);
-      if constexpr (Rows::kSpan == 16) {
-        o.ls[2 * ib][i] = ls[0];
-        o.ls[2 * ib + 1][i] = ls[8];
-      } else {
-        o.ls[ib][i] = ls[0];
-      }
-    }
-    const float d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(Rows::d_bits(blk))));
-    o.dw[i] = d * Rows::kFactor;
-  }
-}
-
-// The unpacked 8 rows (r0 .., n_rows of them real) against tokens t0 .. t0 + T - 1 of super-block
-// b: y's running sums plus the block's terms, the rows of a token side by side in y.
-template <typename Rows, int T>
-void iq_lanes_tile(const IqLanes& o, const ActivationRows& x, size_t b, size_t t0, float* y,
-                   size_t y_stride, size_t r0, size_t n_rows, bool first) {
-  constexpr size_t kSpans = kSuper / Rows::kSpan;
-  constexpr size_t kSumsPerSpan = Rows::kSpan / 16;
-  const size_t blocks = x.cols / kSuper;
-  const int8_t* xq[T];
-  const int16_t* bs[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    xq[t] = x.qs + (t0 + t) * x.cols + b * kSuper;
-    bs[t] = x.bsums + ((t0 + t) * blocks + b) * 16;
-  }
-  __m256i isum[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-  for (size_t j = 0; j < kSpans; ++j) {
-    const __m256i ls = _mm256_load_si256(reinterpret_cast<const __m256i*>(o.ls[j]));
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      int bias = bs[t][kSumsPerSpan * j];
-      if constexpr (kSumsPerSpan == 2) bias += bs[t][2 * j + 1];
-      __m256i acc;
-      if constexpr (Rows::kDelta) {
-        static_assert(Rows::kSpan == 32, "IQ1 lanes need one delta per 32 elements");
-        acc = _mm256_mullo_epi32(_mm256_set1_epi32(bias),
-                                 _mm256_load_si256(reinterpret_cast<const __m256i*>(o.dm[j])));
-      } else {
-        acc = _mm256_set1_epi32(-64 * bias);
-      }
-#pragma GCC unroll 8
-      for (size_t q = 0; q < Rows::kSpan / 4; ++q) {
-        const size_t quad = j * (Rows::kSpan / 4) + q;
-        acc = IqIsa::dot4(acc, _mm256_load_si256(reinterpret_cast<const __m256i*>(o.u[quad])),
-                          broadcast4(xq[t] + 4 * quad));
-      }
-      isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(acc, ls));
-    }
-  }
-  const __m256 dw = _mm256_load_ps(o.dw);
-  alignas(32) int32_t mask_bits[8];
-  for (size_t i = 0; i < 8; ++i) mask_bits[i] = i < n_rows ? -1 : 0;
-  const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask_bits));
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    // The reference's ((dw * factor) * dx) * float(isum); sum += that.
-    const __m256 term = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x.d[(t0 + t) * blocks + b])),
-                                      _mm256_cvtepi32_ps(isum[t]));
-    float* out = y + (t0 + t) * y_stride + r0;
-    const __m256 prev = first ? _mm256_setzero_ps() : _mm256_maskload_ps(out, mask);
-    _mm256_maskstore_ps(out, mask, _mm256_add_ps(prev, term));
-  }
-}
-
+// ---- Many tokens with vpdpbusd (IqIsa::kRowLanes): rows r0 ..
+// r0 + n_rows - 1 (n_rows <= 16) against every token, defined by quant_dot_iquants_lanes16.h in the
+// files whose IqIsa sets kRowLanes (only referenced there).
 template <typename Rows>
 void iq_lanes_rows(const uint8_t* w, size_t row_bytes, size_t r0, size_t n_rows,
-                   const ActivationRows& x, float* y, size_t y_stride) {
-  const size_t blocks = x.cols / kSuper;
-  IqLanes o;
-  for (size_t b = 0; b < blocks; ++b) {
-    iq_unpack_lanes<Rows>(w + r0 * row_bytes, row_bytes, n_rows, b, o);
-    // 8 tokens keep 8 vpdpbusd chains in flight (with 4 a chain's latency bound the tile).
-    size_t t0 = 0;
-    for (; t0 + 8 <= x.n_tokens; t0 += 8) {
-      iq_lanes_tile<Rows, 8>(o, x, b, t0, y, y_stride, r0, n_rows, b == 0);
-    }
-    for (; t0 + 4 <= x.n_tokens; t0 += 4) {
-      iq_lanes_tile<Rows, 4>(o, x, b, t0, y, y_stride, r0, n_rows, b == 0);
-    }
-    for (; t0 < x.n_tokens; ++t0) {
-      iq_lanes_tile<Rows, 1>(o, x, b, t0, y, y_stride, r0, n_rows, b == 0);
-    }
-  }
-}
+                   const ActivationRows& x, float* y, size_t y_stride);
 
 // The QuantDotFn contract: the batched passes from kIqBatchMinTokens tokens, else the tiles.
 template <typename Rows>
@@ -538,9 +413,9 @@ void iq_dot(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRow
     dot_rows<IqTiles<Rows>>(w, row_bytes, rows, x, y, y_stride);
     return;
   }
-  if constexpr (IqIsa::kRowLanes && Rows::kLanes) {
-    for (size_t r = 0; r < rows; r += 8) {
-      iq_lanes_rows<Rows>(w, row_bytes, r, rows - r < 8 ? rows - r : 8, x, y, y_stride);
+  if constexpr (IqIsa::kRowLanes) {
+    for (size_t r = 0; r < rows; r += 16) {
+      iq_lanes_rows<Rows>(w, row_bytes, r, rows - r < 16 ? rows - r : 16, x, y, y_stride);
     }
     return;
   }
