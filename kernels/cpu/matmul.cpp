@@ -115,8 +115,7 @@ void matmul_rows(const WeightMatrix& w, const ActivationRows& x, float* y, size_
     dot(w.data, row_begin, row_end, x, y, y_stride);
     return;
   }
-  if (w.interleaved != nullptr && x.n_tokens >= kInterleavedCopyMinTokens &&
-      row->interleaved_dot[variant] != nullptr) {
+  if (w.interleaved != nullptr && row->interleaved_dot[variant] != nullptr) {
     row->interleaved_dot[variant](w.interleaved, row_begin, row_end, x, y, y_stride);
     return;
   }

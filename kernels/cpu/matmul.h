@@ -32,13 +32,13 @@ ActivationFormat matmul_activation_format(TensorType type, MatmulActivations mod
 // results to the rows.
 bool interleaved_layout_preferred(TensorType type);
 
-// From this many tokens on, matmul_rows computes a kRows matrix that carries an interleaved copy
-// (WeightMatrix::interleaved) on the copy; a lone token reads the rows. With many tokens the
-// interleaved kernels are much faster (docs/benchmarks.md). For one token the rows were faster
-// with the x8 kernels' earlier four-group tiles (dense Q4_K projections, about 5 % of a decode
-// step on the Q4_K_M bench model); with one-group tiles the two measured within the VM's noise
-// (4 decode runs each: 56.8 tok/s reading the rows, 53.8 on the copy), so the rows stay.
-inline constexpr size_t kInterleavedCopyMinTokens = 2;
+// matmul_rows computes a kRows matrix that carries an interleaved copy (WeightMatrix::interleaved)
+// on the copy, for every token count where the active variant has an interleaved kernel. With many
+// tokens the interleaved kernels are much faster (docs/benchmarks.md). A lone token used to read
+// the rows, which streamed faster than the x8 kernels' earlier four-group tiles; with one-group
+// tiles, on a Zen 4 (one thread, a 256 MiB Q4_K matrix from memory) the copy streams at 13-18
+// GB/s where the rows give 10, and in cache at 100-134 GFLOP/s against 76-84; whole-model decode
+// of the Q4_K_M bench model gained 4-12 % in tokens per CPU-second.
 
 // Shapes, for every function below: x holds n_tokens rows of w.cols floats, y n_tokens rows of
 // w.rows floats (row-major): y[t * w.rows + r] = sum_c x[t * w.cols + c] * W[r][c].

@@ -39,8 +39,7 @@ struct IqLanes16 {
 // Super-block b of rows 0 .. n_rows - 1 (row i at w + i * row_bytes; the lanes past n_rows repeat
 // row 0 and are never stored).
 template <typename Rows>
-void iq_unpack_lanes16(const uint8_t* w, size_t row_bytes, size_t n_rows, size_t b,
-                       IqLanes16& o) {
+void iq_unpack_lanes16(const uint8_t* w, size_t row_bytes, size_t n_rows, size_t b, IqLanes16& o) {
   for (size_t i = 0; i < kIqLaneRows; ++i) {
     const uint8_t* blk = w + (i < n_rows ? i : 0) * row_bytes + b * Rows::kBlockBytes;
 #pragma GCC unroll 8

@@ -34,8 +34,8 @@ struct WeightMatrix {
   size_t row_bytes = 0;
   WeightLayout layout = WeightLayout::kRows;
   // kRows only, optional: the same rows' interleaved copy (kInterleaved8, interleaved_bytes(*this)
-  // bytes, owned by the caller), which matmul_rows's quantized path reads instead of data from
-  // kInterleavedCopyMinTokens tokens on (matmul.h). Null: the rows only.
+  // bytes, owned by the caller), which matmul_rows's quantized path reads instead of data wherever
+  // the active variant has an interleaved kernel (matmul.h). Null: the rows only.
   const uint8_t* interleaved = nullptr;
 
   // kRows only.

@@ -241,8 +241,8 @@ TEST_CASE("matmul_rows on interleaved K-quant matrices matches the plain rows", 
     REQUIRE(plain.ok());
     std::vector<uint8_t> buffer(interleaved_bytes(*plain));
     const WeightMatrix inter = interleave_rows8(*plain, buffer);
-    // The rows with their interleaved copy attached (WeightMatrix::interleaved): one token reads
-    // the rows, more the copy; every result the same bits.
+    // The rows with their interleaved copy attached (WeightMatrix::interleaved): the copy is read
+    // where the variant has an interleaved kernel; every result the same bits.
     WeightMatrix both = *plain;
     both.interleaved = inter.data;
     for (const size_t n_tokens : {size_t{1}, size_t{2}, size_t{6}}) {
