@@ -87,25 +87,16 @@ struct TokenTile {
 };
 
 // One group against a tile of kTokens tokens, unpacking each block once into registers and running
-// every token over it. With a prefetch_end (the call's first token tile) each block's prefetch into
-// L2 is x8_prefetch_target's (the next group, else further on in the same group): rows are short
-// (a few KiB a group), so the hardware prefetchers alone leave DRAM streaming well below what this
-// reaches.
+// every token over it. No software prefetch: a group is one sequential run of bytes, which the
+// hardware prefetchers stream best (see quant_dot_x8_walk.h).
 template <class Isa, int kTokens>
-void tall_tile(const uint8_t* g, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
-               const TokenTile<kTokens>& x, const X8Outputs<kTokens>& y) {
+void tall_tile(const uint8_t* g, size_t blocks, const TokenTile<kTokens>& x,
+               const X8Outputs<kTokens>& y) {
   __m256 acc[kTokens];
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* block = g + b * kBlockBytes;
-    const char* p = prefetch_end != nullptr ? x8_prefetch_target(block, group_bytes, kBlockBytes, b,
-                                                                 blocks, prefetch_end)
-                                            : nullptr;
-    if (p != nullptr) {
-      _mm_prefetch(p, _MM_HINT_T1);
-      _mm_prefetch(p + 68, _MM_HINT_T1);
-    }
     const Unpacked w = unpack(block);
     const __m256 de = scales(block);
 #pragma GCC unroll 8
@@ -137,8 +128,7 @@ struct Mxfp4X8Kernel {
       tokens.xd[i] = x->d + t * c->blocks;
       tokens.bias[i] = bias_sums + t * c->blocks;
     }
-    const uint8_t* end = t0 == 0 ? x8_groups_end(*c) : nullptr;
-    tall_tile<Isa, T>(c->groups + g * c->group_bytes, c->group_bytes, c->blocks, end, tokens, y);
+    tall_tile<Isa, T>(c->groups + g * c->group_bytes, c->blocks, tokens, y);
   }
 };
 

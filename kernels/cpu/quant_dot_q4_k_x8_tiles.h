@@ -83,12 +83,11 @@ struct Tokens {
   const int16_t* bsums[T];
 };
 
-// One group (at g0, `blocks` super-blocks; the next group group_bytes on) against the tile's T
-// tokens. With a prefetch_end (the call's first token tile) each super-block's prefetch is
-// x8_prefetch_target's.
+// One group (at g0, `blocks` super-blocks) against the tile's T tokens. No software prefetch: a
+// group is one sequential run of bytes, which the hardware prefetchers stream best (see
+// quant_dot_x8_walk.h).
 template <int T>
-void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_t* prefetch_end,
-              const Tokens<T>& x, const X8Outputs<T>& y) {
+void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outputs<T>& y) {
   constexpr int kChains = T < 4 ? 2 : 1;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256 sum[T];
@@ -96,13 +95,6 @@ void run_tile(const uint8_t* g0, size_t group_bytes, size_t blocks, const uint8_
   for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = g0 + b * kBlockBytes;
-    const char* p = prefetch_end != nullptr
-                        ? x8_prefetch_target(blk, group_bytes, kBlockBytes, b, blocks, prefetch_end)
-                        : nullptr;
-    if (p != nullptr) {
-#pragma GCC unroll 18
-      for (size_t off = 0; off < kBlockBytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-    }
     Scales s;
     unpack_scales(blk, s);
     __m256i isum[T];
@@ -192,8 +184,7 @@ struct Kernel {
       tokens.xd[i] = x->d + t * c->blocks;
       tokens.bsums[i] = x->bsums + t * c->blocks * kSumsPerBlock;
     }
-    run_tile<T>(c->groups + g * c->group_bytes, c->group_bytes, c->blocks,
-                t0 == 0 ? x8_groups_end(*c) : nullptr, tokens, y);
+    run_tile<T>(c->groups + g * c->group_bytes, c->blocks, tokens, y);
   }
 };
 

@@ -50,28 +50,6 @@ struct X8Call {
   size_t y_stride;
 };
 
-// The end of the call's last group (rows [row_begin, row_end) lie in groups before it).
-inline const uint8_t* x8_groups_end(const X8Call& c) {
-  return c.groups + (c.row_end + kX8GroupRows - 1) / kX8GroupRows * c.group_bytes;
-}
-
-// How far ahead in its own group (rounded up to whole blocks) a tile prefetches when no later tile
-// of the call follows it.
-constexpr size_t kX8PrefetchBytes = 4096;
-
-// What a tile prefetches while it reads block b (of `blocks`, block_bytes each) at `at` in one of
-// its groups: the same block `ahead` bytes on (in the next tile's group, which the next tile reads
-// at the same point of its walk) while that lies before `end` (x8_groups_end); else, in the call's
-// last tile (often its only one: an expert's row block), the block about kX8PrefetchBytes further
-// in the same group; else nothing (null). So no call prefetches past its own rows.
-inline const char* x8_prefetch_target(const uint8_t* at, size_t ahead, size_t block_bytes, size_t b,
-                                      size_t blocks, const uint8_t* end) {
-  if (at + ahead + block_bytes <= end) return reinterpret_cast<const char*>(at + ahead);
-  const size_t step = (kX8PrefetchBytes + block_bytes - 1) / block_bytes;
-  if (b + step < blocks) return reinterpret_cast<const char*>(at + step * block_bytes);
-  return nullptr;
-}
-
 // Where a tile of group g x tokens [t0, t0 + T) stores: token t's lanes [lane_begin, lane_end)
 // go to out[t][0 ..).
 template <int T>
@@ -100,7 +78,11 @@ X8Outputs<T> x8_outputs(const X8Call& c, size_t g, size_t t0) {
 // `kernel.template tile<T>(g, t0, y)` runs one. One group per tile streams best: a tile of
 // four groups x one token, which shares each activation broadcast among the groups, read a
 // 256 MiB Q4_K matrix at 22.6 GB/s on one Zen 4 thread where single groups read 38.5 (MXFP4:
-// 29.7 -> 32.7), and was slower in cache too.
+// 29.7 -> 32.7), and was slower in cache too. The tiles issue no software prefetches: walking one
+// group after the other reads the call's bytes in one sequential run, which the hardware
+// prefetchers follow; prefetching the next group at the same offset (into L1 for Q4_K, L2 for
+// MXFP4) cost streaming speed on a Zen 4 (one thread, 256 MiB, one token: Q4_K 15-18 -> 24-26
+// GB/s, MXFP4 9-11 -> 22-27 GB/s without; a plain read 24 GB/s).
 template <typename K>
 void x8_walk(const X8Call& c, const K& kernel) {
   if (c.row_begin >= c.row_end || c.n_tokens == 0) return;
