@@ -267,6 +267,25 @@ void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row
 void dot_q4_k_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
                      const ActivationRows& x, float* y, size_t y_stride);
 
+// ---- Q6_K x8: per group, the super-blocks in column order, 1680 bytes each (8 rows x 210), in the
+// order the kernel reads them (scales, then one 384-byte chunk per 64 elements):
+//  bytes 0 + 2i:                       row i's fp16 d;
+//  byte 16 + 8g + i (g < 16):          row i's int8 scale of 16-element group g;
+//  byte 144 + 384c + 32m + 4i + j:     the low 4 bits of row i's element 64c + 4m + j (c < 4,
+//                                      m < 8, j < 4) in the low nibble, of element 64c + 32 + 4m
+//                                      + j in the high nibble (as Q4_K x8's quants);
+//  byte 400 + 384c + 32k + 4i + j:     the top 2 bits of row i's elements 64c + 8k + j (bits 0-1),
+//                                      64c + 32 + 8k + j (2-3), 64c + 8k + 4 + j (4-5) and
+//                                      64c + 32 + 8k + 4 + j (6-7) (k < 4).
+// So the 32-byte loads at 144 + 384c + 32m and 400 + 384c + 32(m / 2) give, per 32-bit lane i, row
+// i's four 6-bit quants of groups 4c + m / 4 and 4c + 2 + m / 4 at the same positions.
+// Arithmetic: dot_q6_k_scalar's, per row.
+void repack_q6_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups);
+void dot_q6_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride);
+void dot_q6_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
+                             const ActivationRows& x, float* y, size_t y_stride);
+
 // ---- BF16 weights x BF16 activations (the quantized mode's pairing for BF16 weights): the
 // exception to the integer rules above. Each product of two bfloat16 values is exact in float32
 // (8-bit significands); the scalar reference adds them in column order into one float sum from

@@ -128,29 +128,54 @@ size_t x8_quant_offset(size_t r, size_t l) {
   return 128 + 32 * (l / 4) + 4 * r + l % 4;
 }
 
+// ---- The Q6_K x8 layout (quant_dot.h).
+constexpr size_t kQ6KX8Bytes = kGroupRows * kQ6KBlockBytes;
+
+// Where row i's element e (e < 256) of a Q6_K x8 super-block keeps its low 4 bits (byte, shift)
+// and its top 2 bits (byte, shift).
+struct Q6KX8Place {
+  size_t low_byte;
+  int low_shift;
+  size_t high_byte;
+  int high_shift;
+};
+
+Q6KX8Place q6_k_x8_place(size_t i, size_t e) {
+  const size_t c = e / 64, half = e % 64 / 32, m = e % 32 / 4, j = e % 4;
+  return {144 + 384 * c + 32 * m + 4 * i + j, static_cast<int>(4 * half),
+          400 + 384 * c + 32 * (m / 2) + 4 * i + j, static_cast<int>(4 * (m % 2) + 2 * half)};
+}
+
+// The 6-bit quant (0..63) of element e of a plain Q6_K super-block: the low 4 bits from ql, the top
+// 2 from qh.
+int q6_k_quant(const uint8_t* blk, int e) {
+  const int h = e / 128, s = (e / 32) % 4, l = e % 32;
+  const int low = (blk[64 * h + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0x0f;
+  const int high = (blk[128 + 32 * h + l] >> (2 * s)) & 3;
+  return low | (high << 4);
+}
+
+// One plain Q6_K super-block's term against activation block a: (d * dx) * float(isum).
+float q6_k_term(const uint8_t* blk, const ActivationBlock& a) {
+  const uint8_t* scales = blk + 192;
+  const float dw = fp16_to_fp32(load_le16(blk + 208));
+  int32_t isum = 0;
+  for (int g = 0; g < 16; ++g) {  // 16-element group g: elements 16 * g + i
+    int32_t sub = 0;
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * g + i;
+      sub += (q6_k_quant(blk, e) - 32) * a.qs[e];
+    }
+    isum += static_cast<int8_t>(scales[g]) * sub;
+  }
+  return (dw * a.d) * static_cast<float>(isum);
+}
+
 float dot_q6_k_row(const uint8_t* row, const ActivationRows& x, size_t t) {
   const size_t blocks = x.cols / kSuper;
   float sum = 0.0f;
   for (size_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = row + b * kQ6KBlockBytes;
-    const uint8_t* ql = blk;
-    const uint8_t* qh = blk + 128;
-    const uint8_t* scales = blk + 192;
-    const float dw = fp16_to_fp32(load_le16(blk + 208));
-    const ActivationBlock a = activation_block(x, t, b);
-    int32_t isum = 0;
-    for (int g = 0; g < 16; ++g) {  // 16-element group g: elements 16 * g + i
-      int32_t sub = 0;
-      for (int i = 0; i < 16; ++i) {
-        const int e = 16 * g + i;
-        const int h = e / 128, s = (e / 32) % 4, l = e % 32;
-        const int low = (ql[64 * h + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0x0f;
-        const int high = (qh[32 * h + l] >> (2 * s)) & 3;
-        sub += ((low | (high << 4)) - 32) * a.qs[e];
-      }
-      isum += static_cast<int8_t>(scales[g]) * sub;
-    }
-    sum += (dw * a.d) * static_cast<float>(isum);
+    sum += q6_k_term(row + b * kQ6KBlockBytes, activation_block(x, t, b));
   }
   return sum;
 }
@@ -284,6 +309,56 @@ void repack_q4_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* gr
                                             ((mins[j] >> 4) << (high_shift + 4)));
       }
       for (size_t l = 0; l < 128; l += 4) std::memcpy(dst + x8_quant_offset(i, l), src + 16 + l, 4);
+    }
+  }
+}
+
+void repack_q6_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
+  const size_t blocks = row_bytes / kQ6KBlockBytes;
+  const size_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
+  std::memset(groups, 0, n_groups * blocks * kQ6KX8Bytes);
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t i = r % kGroupRows;
+    for (size_t b = 0; b < blocks; ++b) {
+      const uint8_t* src = w + r * row_bytes + b * kQ6KBlockBytes;
+      uint8_t* dst = groups + (r / kGroupRows * blocks + b) * kQ6KX8Bytes;
+      std::memcpy(dst + 2 * i, src + 208, 2);
+      for (size_t g = 0; g < 16; ++g) dst[16 + 8 * g + i] = src[192 + g];
+      for (size_t e = 0; e < kSuper; ++e) {
+        const int q = q6_k_quant(src, static_cast<int>(e));
+        const Q6KX8Place p = q6_k_x8_place(i, e);
+        dst[p.low_byte] |= static_cast<uint8_t>((q & 0x0f) << p.low_shift);
+        dst[p.high_byte] |= static_cast<uint8_t>((q >> 4) << p.high_shift);
+      }
+    }
+  }
+}
+
+// Row i's plain Q6_K super-block rebuilt from a group's x8 super-block, then the plain term.
+void dot_q6_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride) {
+  const size_t blocks = x.cols / kSuper;
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t r = row_begin; r < row_end; ++r) {
+      const uint8_t* group = groups + r / kGroupRows * blocks * kQ6KX8Bytes;
+      const size_t i = r % kGroupRows;
+      float sum = 0.0f;
+      for (size_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = group + b * kQ6KX8Bytes;
+        uint8_t plain[kQ6KBlockBytes] = {};
+        std::memcpy(plain + 208, blk + 2 * i, 2);
+        for (size_t g = 0; g < 16; ++g) plain[192 + g] = blk[16 + 8 * g + i];
+        for (size_t e = 0; e < kSuper; ++e) {
+          const Q6KX8Place p = q6_k_x8_place(i, e);
+          const int low = (blk[p.low_byte] >> p.low_shift) & 0x0f;
+          const int high = (blk[p.high_byte] >> p.high_shift) & 3;
+          const size_t h = e / 128, s = e / 32 % 4, l = e % 32;
+          plain[64 * h + 32 * (s % 2) + l] |= static_cast<uint8_t>(low << (4 * (s / 2)));
+          plain[128 + 32 * h + l] |= static_cast<uint8_t>(high << (2 * s));
+        }
+        sum += q6_k_term(plain, activation_block(x, t, b));
+      }
+      y[t * y_stride + (r - row_begin)] = sum;
     }
   }
 }

@@ -39,6 +39,7 @@
 
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/quant_dot_q4_k_x8_scales.h"
+#include "kernels/cpu/quant_dot_q8k_x8_call.h"
 #include "kernels/cpu/quant_dot_x8_walk.h"
 
 namespace tandem::kernels::detail {
@@ -77,11 +78,7 @@ struct Scales {
 
 // A tile's tokens: token t's quants, scales and bsums.
 template <int T>
-struct Tokens {
-  const int8_t* xq[T];
-  const float* xd[T];
-  const int16_t* bsums[T];
-};
+using Tokens = Q8KTokens<T>;
 
 // One group (at g0, `blocks` super-blocks) against the tile's T tokens. No software prefetch: a
 // group is one sequential run of bytes, which the hardware prefetchers stream best (see
@@ -169,31 +166,18 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
   for (int t = 0; t < T; ++t) store_lanes(sum[t], y.out[t], y.lane_begin, y.lane_end);
 }
 
-// The x8_walk kernel of one call.
-struct Kernel {
-  static constexpr size_t kMaxTokens = 4;
-  const X8Call* c;
-  const ActivationRows* x;
-
+// run_tile as quant_dot_q8k_x8_call.h's Tile.
+struct Tile {
   template <int T>
-  void tile(size_t g, size_t t0, const X8Outputs<T>& y) const {
-    Tokens<T> tokens;
-    for (int i = 0; i < T; ++i) {
-      const size_t t = t0 + static_cast<size_t>(i);
-      tokens.xq[i] = x->qs + t * x->cols;
-      tokens.xd[i] = x->d + t * c->blocks;
-      tokens.bsums[i] = x->bsums + t * c->blocks * kSumsPerBlock;
-    }
-    run_tile<T>(c->groups + g * c->group_bytes, c->blocks, tokens, y);
+  static void run(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outputs<T>& y) {
+    run_tile<T>(g0, blocks, x, y);
   }
 };
 
 // The InterleavedDotFn contract (quant_dot.h) on this file's tiles.
 void dot_q4_k_x8(const uint8_t* groups, size_t row_begin, size_t row_end, const ActivationRows& x,
                  float* y, size_t y_stride) {
-  const size_t blocks = x.cols / kSuper;
-  const X8Call c{groups, blocks * kBlockBytes, blocks, row_begin, row_end, x.n_tokens, y, y_stride};
-  x8_walk(c, Kernel{&c, &x});
+  q8k_x8_dot<Tile>(groups, kBlockBytes, row_begin, row_end, x, y, y_stride);
 }
 
 }  // namespace

@@ -96,9 +96,13 @@ const std::array kTable = {
     quantized(TensorType::kQ5_K, dequantize_q5_k, F::kQ8_K, detail::dot_q5_k_scalar,
               TANDEM_X86(detail::dot_q5_k_avx2), TANDEM_X86(detail::dot_q5_k_avx2),
               TANDEM_X86(detail::dot_q5_k_avx512_vnni), TANDEM_X86(detail::dot_q5_k_amx)),
-    quantized(TensorType::kQ6_K, dequantize_q6_k, F::kQ8_K, detail::dot_q6_k_scalar,
-              TANDEM_X86(detail::dot_q6_k_avx2), TANDEM_X86(detail::dot_q6_k_avx2),
-              TANDEM_X86(detail::dot_q6_k_avx512_vnni), TANDEM_X86(detail::dot_q6_k_amx)),
+    // Q6_K x8 only in the VNNI column: AMX keeps the plain rows for its tiles.
+    with_interleaved(
+        quantized(TensorType::kQ6_K, dequantize_q6_k, F::kQ8_K, detail::dot_q6_k_scalar,
+                  TANDEM_X86(detail::dot_q6_k_avx2), TANDEM_X86(detail::dot_q6_k_avx2),
+                  TANDEM_X86(detail::dot_q6_k_avx512_vnni), TANDEM_X86(detail::dot_q6_k_amx)),
+        detail::repack_q6_k_x8, detail::dot_q6_k_x8_scalar, nullptr, nullptr,
+        TANDEM_X86(detail::dot_q6_k_x8_avx512_vnni), nullptr),
     quantized(TensorType::kIQ4_NL, dequantize_iq4_nl, F::kQ8_0, detail::dot_iq4_nl_scalar,
               TANDEM_X86(detail::dot_iq4_nl_avx2), TANDEM_X86(detail::dot_iq4_nl_avx2),
               TANDEM_X86(detail::dot_iq4_nl_avx512_vnni)),

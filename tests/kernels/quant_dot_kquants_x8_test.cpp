@@ -56,6 +56,15 @@ const X8Type kQ4K{"q4_K",
                   {{MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q4_k_x8_avx512_vnni)},
                    {MatmulVariant::kAmx, TANDEM_X8_SIMD(dot_q4_k_x8_amx)}}};
 
+const X8Type kQ6K{"q6_K",
+                  TensorType::kQ6_K,
+                  210,
+                  {208},
+                  &detail::dot_q6_k_scalar,
+                  &detail::repack_q6_k_x8,
+                  &detail::dot_q6_k_x8_scalar,
+                  {{MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q6_k_x8_avx512_vnni)}}};
+
 // rows x blocks random super-blocks of type k (plain rows, packed), fp16 scales in [0.001, 0.01];
 // with `extremes`, every other byte 0xff (Q4_K: quants 15, scales and mins 63).
 std::vector<uint8_t> random_blocks(const X8Type& k, size_t rows, size_t blocks, bool extremes,
@@ -145,6 +154,47 @@ TEST_CASE("Q4_K x8 repack puts every value where the layout says", "[kernels]") 
   }
 }
 
+// The 6-bit quant of element e of a plain Q6_K super-block (the GGUF rule).
+int plain_q6_k(const uint8_t* blk, size_t e) {
+  const size_t h = e / 128, s = e / 32 % 4, l = e % 32;
+  return ((blk[64 * h + 32 * (s % 2) + l] >> (4 * (s / 2))) & 15) |
+         (((blk[128 + 32 * h + l] >> (2 * s)) & 3) << 4);
+}
+
+TEST_CASE("Q6_K x8 repack puts every value where the layout says", "[kernels]") {
+  std::mt19937 rng(6);
+  for (const size_t rows : {1u, 8u, 13u}) {
+    const size_t blocks = 2;
+    const std::vector<uint8_t> w = random_blocks(kQ6K, rows, blocks, false, rng);
+    const std::vector<uint8_t> g = repacked(kQ6K, w, rows, blocks);
+    for (size_t r = 0; r < (rows + 7) / 8 * 8; ++r) {
+      for (size_t b = 0; b < blocks; ++b) {
+        INFO("rows " << rows << " row " << r << " super-block " << b);
+        const uint8_t* blk = g.data() + ((r / 8) * blocks + b) * 8 * kQ6K.block_bytes;
+        const size_t i = r % 8;
+        const bool real = r < rows;
+        const uint8_t* src = w.data() + (r * blocks + b) * kQ6K.block_bytes;
+        CHECK(blk[2 * i] == (real ? src[208] : 0));
+        CHECK(blk[2 * i + 1] == (real ? src[209] : 0));
+        for (size_t j = 0; j < 16; ++j) CHECK(blk[16 + 8 * j + i] == (real ? src[192 + j] : 0));
+        for (size_t c = 0; c < 4; ++c) {
+          for (size_t m = 0; m < 8; ++m) {
+            for (size_t j = 0; j < 4; ++j) {
+              const uint8_t low = blk[144 + 384 * c + 32 * m + 4 * i + j];
+              const uint8_t top = blk[400 + 384 * c + 32 * (m / 2) + 4 * i + j];
+              const int shift = 4 * static_cast<int>(m % 2);
+              const int q_lo = (low & 15) | (((top >> shift) & 3) << 4);
+              const int q_hi = (low >> 4) | (((top >> (shift + 2)) & 3) << 4);
+              CHECK(q_lo == (real ? plain_q6_k(src, 64 * c + 4 * m + j) : 0));
+              CHECK(q_hi == (real ? plain_q6_k(src, 64 * c + 32 + 4 * m + j) : 0));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Every kernel of type k against its plain scalar reference: rows [row_begin, row_end) of `rows`,
 // bit-identical, and nothing outside the written elements touched.
 void check_kernels(const X8Type& k, const std::vector<X8Kernel>& kernels,
@@ -177,7 +227,7 @@ void check_kernels(const X8Type& k, const std::vector<X8Kernel>& kernels,
 
 TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar references", "[kernels]") {
   const size_t kRows[] = {8, 16, 1, 7, 9, 24, 33, 64, 15, 40};
-  for (const X8Type* k : {&kQ4K}) {
+  for (const X8Type* k : {&kQ4K, &kQ6K}) {
     const std::vector<X8Kernel> kernels = x8_kernels(*k);
     std::mt19937 rng(41);
     for (size_t c = 0; c < 40; ++c) {
@@ -197,7 +247,7 @@ TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar referen
 // Prefill-sized calls (the AMX kernel's tiles: 16 tokens x 16 rows, a partial last tile of
 // tokens, chunks of 128 tokens, rows outside whole pairs of groups).
 TEST_CASE("K-quant x8 dot products over many tokens are bit-identical", "[kernels]") {
-  for (const X8Type* k : {&kQ4K}) {
+  for (const X8Type* k : {&kQ4K, &kQ6K}) {
     const std::vector<X8Kernel> kernels = x8_kernels(*k);
     std::mt19937 rng(53);
     const struct {
@@ -214,7 +264,7 @@ TEST_CASE("K-quant x8 dot products over many tokens are bit-identical", "[kernel
 }
 
 TEST_CASE("K-quant x8 dot products at the integer extremes", "[kernels]") {
-  for (const X8Type* k : {&kQ4K}) {
+  for (const X8Type* k : {&kQ4K, &kQ6K}) {
     const std::vector<X8Kernel> kernels = x8_kernels(*k);
     std::mt19937 rng(43);
     for (const float v : {1.0f, -1.0f}) {
@@ -231,7 +281,7 @@ TEST_CASE("K-quant x8 dot products at the integer extremes", "[kernels]") {
 }
 
 TEST_CASE("matmul_rows on interleaved K-quant matrices matches the plain rows", "[kernels]") {
-  for (const X8Type* k : {&kQ4K}) {
+  for (const X8Type* k : {&kQ4K, &kQ6K}) {
     INFO(k->name);
     std::mt19937 rng(47);
     const size_t rows = 40;
