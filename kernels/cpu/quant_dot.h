@@ -259,6 +259,8 @@ void dot_mxfp4_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
 void repack_q4_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups);
 void dot_q4_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride);
+void dot_q4_k_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                      const ActivationRows& x, float* y, size_t y_stride);
 void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride);
 // AMX-INT8 (+ AVX-512 VNNI; callable only when matmul_variant_supported(kAmx)): TDPBSUD tiles of
@@ -283,6 +285,8 @@ void dot_q4_k_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
 void repack_q6_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups);
 void dot_q6_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride);
+void dot_q6_k_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                      const ActivationRows& x, float* y, size_t y_stride);
 void dot_q6_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride);
 

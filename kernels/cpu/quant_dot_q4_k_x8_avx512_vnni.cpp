@@ -15,6 +15,7 @@ namespace {
 struct Q4KX8Isa {
   static __m256i scale_vector(__m256i s32) { return s32; }
   static __m256i step(__m256i acc, __m256i w, __m256i x) { return _mm256_dpbusd_epi32(acc, w, x); }
+  static __m256i merge(__m256i a, __m256i b) { return _mm256_add_epi32(a, b); }
   static __m256i finish(__m256i isum, __m256i acc, __m256i scale) {
     return _mm256_add_epi32(isum, _mm256_mullo_epi32(acc, scale));
   }

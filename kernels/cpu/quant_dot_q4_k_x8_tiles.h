@@ -1,13 +1,14 @@
 // The dot product of Q4_K weights in the interleaved x8 layout (quant_dot.h) with Q8_K activations,
 // bit-identical to the scalar reference dot_q4_k_scalar on the plain rows, as templates that an
-// ISA file (quant_dot_q4_k_x8_avx512_vnni.cpp) instantiates under its own -m flags with its
-// integer steps. Before including this header a file defines, in tandem::kernels::detail's
-// anonymous namespace, a struct Q4KX8Isa with:
+// ISA file (quant_dot_q4_k_x8_avx2.cpp, quant_dot_q4_k_x8_avx512_vnni.cpp) instantiates under its
+// own -m flags with its integer steps. Before including this header a file defines, in
+// tandem::kernels::detail's anonymous namespace, a struct Q4KX8Isa with:
 //   static __m256i scale_vector(__m256i s32): from row i's sub-block scale s in int32 lane i, the
 //     form its finish step multiplies with;
 //   static __m256i step(__m256i acc, __m256i w, __m256i x): acc plus the products of the unsigned
 //     quants w (0..15) and the signed activation quants x, lane by lane, in its own accumulator
 //     form (exactly);
+//   static __m256i merge(__m256i a, __m256i b): the sum of two accumulators of that form;
 //   static __m256i finish(__m256i isum, __m256i acc, __m256i scale): isum plus, in int32 lane i,
 //     scale_i times the exact sum lane i of acc holds.
 // Everything here has internal linkage (see quant_dot_kquants_tiles.h for why).
@@ -17,9 +18,10 @@
 // nibbles) of each of the eight rows; the matching four activation quants broadcast to every lane
 // make one step per sub-block (VNNI: one vpdpbusd, four products per lane in int32). After a
 // sub-block's eight quads each lane holds its row's exact sub-block sum, which finish scales by
-// that row's scale (VNNI: vpmulld) into isum. (An AVX2 form — maddubs, the pair sums added in
-// int16, vpmaddwd by the scale — measured 8-9 % faster than the plain-row AVX2 kernel from 16
-// tokens on but slower for one token, so the AVX2 column keeps the plain rows.)
+// that row's scale (VNNI: vpmulld) into isum (AVX2: maddubs, the chain's pair sums added in int16,
+// one vpmaddwd by the scale; without the software prefetches that once made it slower for one
+// token than the plain-row AVX2 kernel, it streams a 256 MiB matrix at 24 GB/s on a Zen 4 thread
+// where the plain rows read 9.6).
 // imin = sum_j min_j * (bsums[2j] + bsums[2j + 1]) is four vpmaddwd of (min_2c, min_2c+1) int16
 // pairs with the token's pair sums. Then, lane-wise and in block order, the reference's
 // ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)) and sum + term as separate instructions.
@@ -129,8 +131,8 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
       for (int t = 0; t < T; ++t) {
         __m256i l = lo[t][0], h = hi[t][0];
         if constexpr (kChains == 2) {
-          l = _mm256_add_epi32(l, lo[t][1]);
-          h = _mm256_add_epi32(h, hi[t][1]);
+          l = Q4KX8Isa::merge(l, lo[t][1]);
+          h = Q4KX8Isa::merge(h, hi[t][1]);
         }
         isum[t] = Q4KX8Isa::finish(isum[t], l, s.sc[2 * c]);
         isum[t] = Q4KX8Isa::finish(isum[t], h, s.sc[2 * c + 1]);

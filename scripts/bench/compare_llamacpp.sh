@@ -9,12 +9,21 @@
 # Each round runs: llama-bench pp128/pp512/tg32, tandem bench pp128 and pp512 (+ 32 decode
 # steps), llama-batched-bench with 1 and 16 sequences, tandem bench --concurrency 1,16.
 # ROUNDS (default 1) repeats the whole round, so that a run on a shared machine shows its spread.
+# LLAMACPP_BIN=DIR runs llama-bench and llama-batched-bench from DIR instead of the anchor's build
+# (e.g. an AVX2-only build of the same llama.cpp source, beside TANDEM_CPU_KERNELS=avx2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=$1
 threads=${2:-2}
 rounds=${3:-1}
 anchor=../shared/tools/llamacpp-anchor
+llama() {
+  if [ -n "${LLAMACPP_BIN:-}" ]; then
+    "$LLAMACPP_BIN/$1" "${@:2}"
+  else
+    "$anchor" "$@"
+  fi
+}
 tandem=${TANDEM:-build/cli/tandem}
 
 echo "== machine"
@@ -22,14 +31,14 @@ echo "== machine"
 nproc
 for r in $(seq 1 "$rounds"); do
   echo "== round $r: llama.cpp llama-bench"
-  "$anchor" llama-bench -m "$model" -p 128,512 -n 32 -t "$threads" -r 2 2>/dev/null
+  llama llama-bench -m "$model" -p 128,512 -n 32 -t "$threads" -r 2 2>/dev/null
   echo "== round $r: tandem bench pp128 + tg32"
   "$tandem" bench --model "$model" --prompt-tokens 128 --gen-tokens 32 --threads "$threads"
   echo "== round $r: tandem bench pp512"
   "$tandem" bench --model "$model" --prompt-tokens 512 --gen-tokens 0 --threads "$threads" |
     grep -E "prefill"
   echo "== round $r: llama.cpp llama-batched-bench (1 and 16 sequences)"
-  "$anchor" llama-batched-bench -m "$model" -c 4096 -npp 32 -ntg 32 -npl 1,16 -t "$threads" \
+  llama llama-batched-bench -m "$model" -c 4096 -npp 32 -ntg 32 -npl 1,16 -t "$threads" \
     2>/dev/null | grep -E "^\|"
   echo "== round $r: tandem bench --concurrency 1,16"
   "$tandem" bench --model "$model" --concurrency 1,16 --prompt-tokens 32 --gen-tokens 32 \

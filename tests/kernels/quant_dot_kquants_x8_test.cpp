@@ -53,7 +53,8 @@ const X8Type kQ4K{"q4_K",
                   &detail::dot_q4_k_scalar,
                   &detail::repack_q4_k_x8,
                   &detail::dot_q4_k_x8_scalar,
-                  {{MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q4_k_x8_avx512_vnni)},
+                  {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q4_k_x8_avx2)},
+                   {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q4_k_x8_avx512_vnni)},
                    {MatmulVariant::kAmx, TANDEM_X8_SIMD(dot_q4_k_x8_amx)}}};
 
 const X8Type kQ6K{"q6_K",
@@ -63,7 +64,8 @@ const X8Type kQ6K{"q6_K",
                   &detail::dot_q6_k_scalar,
                   &detail::repack_q6_k_x8,
                   &detail::dot_q6_k_x8_scalar,
-                  {{MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q6_k_x8_avx512_vnni)}}};
+                  {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q6_k_x8_avx2)},
+                   {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q6_k_x8_avx512_vnni)}}};
 
 // rows x blocks random super-blocks of type k (plain rows, packed), fp16 scales in [0.001, 0.01];
 // with `extremes`, every other byte 0xff (Q4_K: quants 15, scales and mins 63).
