@@ -269,6 +269,25 @@ void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row
 void dot_q4_k_x8_amx(const uint8_t* groups, size_t row_begin, size_t row_end,
                      const ActivationRows& x, float* y, size_t y_stride);
 
+// ---- Q5_K x8: per group, the super-blocks in column order, 1408 bytes each (8 rows x 176): Q4_K
+// x8's 128-byte header (d, dmin, the unpacked scales and mins), then per 64 elements c (c < 4) a
+// 320-byte chunk in read order:
+//  byte 128 + 320c + 32m + 4i + j:         row i's quant byte 32c + 4m + j (m < 8, j < 4), as in
+//                                          Q4_K x8 (low nibble: element 64c + 4m + j, high nibble:
+//                                          element 64c + 32 + 4m + j);
+//  byte 128 + 320c + 256 + 32h + 4i + j:   bit k holds the fifth bit of row i's element
+//                                          64c + 4m + j and bit 4 + k that of 64c + 32 + 4m + j,
+//                                          for m = 4h + k (h < 2, k < 4).
+// So one 32-byte load of fifth bits serves four quads; for quad m the bits sit at m % 4 and
+// 4 + m % 4 of every byte. Arithmetic: dot_q5_k_scalar's, per row.
+void repack_q5_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups);
+void dot_q5_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride);
+void dot_q5_k_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                      const ActivationRows& x, float* y, size_t y_stride);
+void dot_q5_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
+                             const ActivationRows& x, float* y, size_t y_stride);
+
 // ---- Q6_K x8: per group, the super-blocks in column order, 1680 bytes each (8 rows x 210), in the
 // order the kernel reads them (scales, then one 384-byte chunk per 64 elements):
 //  bytes 0 + 2i:                       row i's fp16 d;

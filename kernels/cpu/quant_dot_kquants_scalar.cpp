@@ -104,9 +104,13 @@ float dot_q4_q5_k_row(const uint8_t* row, size_t block_bytes, bool has_high_bits
   return sum;
 }
 
-// ---- The Q4_K x8 layout (quant_dot.h).
+// ---- The Q4_K and Q5_K x8 layouts (quant_dot.h): one 128-byte header of d, dmin and the unpacked
+// (scale, min) entries, then per 64 elements a chunk of 256 quant bytes (Q5_K: and 64 bytes of
+// fifth bits).
 constexpr size_t kGroupRows = 8;
 constexpr size_t kQ4KX8Bytes = kGroupRows * kQ4KBlockBytes;
+constexpr size_t kQ5KX8Bytes = kGroupRows * kQ5KBlockBytes;
+constexpr size_t kQ45KX8Header = 128;
 
 // Row r's (scale, min) pair of sub-block j, entry e = 8 * j + r of the layout's 64.
 uint8_t x8_nibble(const uint8_t* bytes, size_t e) {
@@ -123,9 +127,114 @@ int x8_min(const uint8_t* blk, size_t e) {
   return x8_nibble(blk + 64, e) | ((high & 3) << 4);
 }
 
+// The bytes of one 64-element chunk: 256 (Q4_K) or 320 (Q5_K).
+constexpr size_t x8_chunk_bytes(bool has_high_bits) {
+  return has_high_bits ? 320 : 256;
+}
+
 // The byte offset, in a group's super-block, of row r's quant byte l (l < 128).
-size_t x8_quant_offset(size_t r, size_t l) {
-  return 128 + 32 * (l / 4) + 4 * r + l % 4;
+size_t x8_quant_offset(size_t r, size_t l, bool has_high_bits) {
+  return kQ45KX8Header + x8_chunk_bytes(has_high_bits) * (l / 32) + 32 * (l % 32 / 4) + 4 * r +
+         l % 4;
+}
+
+// Where a Q5_K x8 super-block keeps the fifth bit of row r's element e: (byte, bit).
+struct X8HighBit {
+  size_t byte;
+  int bit;
+};
+
+X8HighBit q5_k_x8_high_bit(size_t r, size_t e) {
+  const size_t c = e / 64, half = e % 64 / 32, m = e % 32 / 4, j = e % 4;
+  return {kQ45KX8Header + 320 * c + 256 + 32 * (m / 4) + 4 * r + j,
+          static_cast<int>(m % 4 + 4 * half)};
+}
+
+// Row i's plain Q4_K / Q5_K super-block rebuilt from a group's x8 super-block into qs (128 bytes)
+// and, with high bits, qh (32 bytes), as the Q45KBlock the plain term reads.
+Q45KBlock x8_block(const uint8_t* blk, size_t i, bool has_high_bits, uint8_t* qs, uint8_t* qh) {
+  Q45KBlock k;
+  k.dw = fp16_to_fp32(load_le16(blk + 2 * i));
+  k.dmin = fp16_to_fp32(load_le16(blk + 16 + 2 * i));
+  for (size_t j = 0; j < 8; ++j) {
+    k.scales[j] = x8_scale(blk, 8 * j + i);
+    k.mins[j] = x8_min(blk, 8 * j + i);
+  }
+  for (size_t l = 0; l < 128; ++l) qs[l] = blk[x8_quant_offset(i, l, has_high_bits)];
+  k.qs = qs;
+  k.qh = nullptr;
+  if (has_high_bits) {
+    std::memset(qh, 0, 32);
+    for (size_t e = 0; e < kSuper; ++e) {
+      const X8HighBit h = q5_k_x8_high_bit(i, e);
+      const size_t sub = e / 32;  // plain: bit `sub` of qh[e % 32]
+      qh[e % 32] |= static_cast<uint8_t>(((blk[h.byte] >> h.bit) & 1) << sub);
+    }
+    k.qh = qh;
+  }
+  return k;
+}
+
+// The x8 repack of Q4_K (plain blocks of 144 bytes) or Q5_K (176, has_high_bits).
+void repack_q45_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups,
+                     bool has_high_bits) {
+  const size_t plain_bytes = has_high_bits ? kQ5KBlockBytes : kQ4KBlockBytes;
+  const size_t x8_bytes = kGroupRows * plain_bytes;
+  const size_t blocks = row_bytes / plain_bytes;
+  const size_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
+  std::memset(groups, 0, n_groups * blocks * x8_bytes);
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t i = r % kGroupRows;
+    for (size_t b = 0; b < blocks; ++b) {
+      const uint8_t* src = w + r * row_bytes + b * plain_bytes;
+      uint8_t* dst = groups + (r / kGroupRows * blocks + b) * x8_bytes;
+      std::memcpy(dst + 2 * i, src, 2);
+      std::memcpy(dst + 16 + 2 * i, src + 2, 2);
+      int scales[8], mins[8];
+      unpack_scales_mins(src + 4, scales, mins);
+      for (size_t j = 0; j < 8; ++j) {
+        const size_t e = 8 * j + i;
+        const size_t k = e % 32;
+        const int nib_shift = e < 32 ? 0 : 4;
+        dst[32 + k] |= static_cast<uint8_t>((scales[j] & 0x0f) << nib_shift);
+        dst[64 + k] |= static_cast<uint8_t>((mins[j] & 0x0f) << nib_shift);
+        const int high_shift = e < 32 ? 0 : 2;
+        dst[96 + k] |= static_cast<uint8_t>(((scales[j] >> 4) << high_shift) |
+                                            ((mins[j] >> 4) << (high_shift + 4)));
+      }
+      const uint8_t* qs = src + (has_high_bits ? 48 : 16);
+      for (size_t l = 0; l < 128; l += 4) {
+        std::memcpy(dst + x8_quant_offset(i, l, has_high_bits), qs + l, 4);
+      }
+      if (!has_high_bits) continue;
+      const uint8_t* qh = src + 16;
+      for (size_t e = 0; e < kSuper; ++e) {
+        const X8HighBit h = q5_k_x8_high_bit(i, e);
+        dst[h.byte] |= static_cast<uint8_t>(((qh[e % 32] >> (e / 32)) & 1) << h.bit);
+      }
+    }
+  }
+}
+
+// The x8 dot of Q4_K or Q5_K: each row's plain block rebuilt, then the plain term.
+void dot_q45_k_x8_rows(const uint8_t* groups, size_t row_begin, size_t row_end,
+                       const ActivationRows& x, float* y, size_t y_stride, bool has_high_bits) {
+  const size_t x8_bytes = has_high_bits ? kQ5KX8Bytes : kQ4KX8Bytes;
+  const size_t blocks = x.cols / kSuper;
+  for (size_t t = 0; t < x.n_tokens; ++t) {
+    for (size_t r = row_begin; r < row_end; ++r) {
+      const uint8_t* group = groups + r / kGroupRows * blocks * x8_bytes;
+      const size_t i = r % kGroupRows;
+      float sum = 0.0f;
+      for (size_t b = 0; b < blocks; ++b) {
+        uint8_t qs[128];
+        uint8_t qh[32];
+        const Q45KBlock k = x8_block(group + b * x8_bytes, i, has_high_bits, qs, qh);
+        sum += q45_k_term(k, activation_block(x, t, b));
+      }
+      y[t * y_stride + (r - row_begin)] = sum;
+    }
+  }
 }
 
 // ---- The Q6_K x8 layout (quant_dot.h).
@@ -286,31 +395,11 @@ void dot_q3_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 }
 
 void repack_q4_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
-  const size_t blocks = row_bytes / kQ4KBlockBytes;
-  const size_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
-  std::memset(groups, 0, n_groups * blocks * kQ4KX8Bytes);
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t i = r % kGroupRows;
-    for (size_t b = 0; b < blocks; ++b) {
-      const uint8_t* src = w + r * row_bytes + b * kQ4KBlockBytes;
-      uint8_t* dst = groups + (r / kGroupRows * blocks + b) * kQ4KX8Bytes;
-      std::memcpy(dst + 2 * i, src, 2);
-      std::memcpy(dst + 16 + 2 * i, src + 2, 2);
-      int scales[8], mins[8];
-      unpack_scales_mins(src + 4, scales, mins);
-      for (size_t j = 0; j < 8; ++j) {
-        const size_t e = 8 * j + i;
-        const size_t k = e % 32;
-        const int nib_shift = e < 32 ? 0 : 4;
-        dst[32 + k] |= static_cast<uint8_t>((scales[j] & 0x0f) << nib_shift);
-        dst[64 + k] |= static_cast<uint8_t>((mins[j] & 0x0f) << nib_shift);
-        const int high_shift = e < 32 ? 0 : 2;
-        dst[96 + k] |= static_cast<uint8_t>(((scales[j] >> 4) << high_shift) |
-                                            ((mins[j] >> 4) << (high_shift + 4)));
-      }
-      for (size_t l = 0; l < 128; l += 4) std::memcpy(dst + x8_quant_offset(i, l), src + 16 + l, 4);
-    }
-  }
+  repack_q45_k_x8(w, row_bytes, rows, groups, false);
+}
+
+void repack_q5_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
+  repack_q45_k_x8(w, row_bytes, rows, groups, true);
 }
 
 void repack_q6_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
@@ -365,30 +454,12 @@ void dot_q6_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
 
 void dot_q4_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride) {
-  const size_t blocks = x.cols / kSuper;
-  for (size_t t = 0; t < x.n_tokens; ++t) {
-    for (size_t r = row_begin; r < row_end; ++r) {
-      const uint8_t* group = groups + r / kGroupRows * blocks * kQ4KX8Bytes;
-      const size_t i = r % kGroupRows;
-      float sum = 0.0f;
-      for (size_t b = 0; b < blocks; ++b) {
-        const uint8_t* blk = group + b * kQ4KX8Bytes;
-        Q45KBlock k;
-        k.dw = fp16_to_fp32(load_le16(blk + 2 * i));
-        k.dmin = fp16_to_fp32(load_le16(blk + 16 + 2 * i));
-        for (size_t j = 0; j < 8; ++j) {
-          k.scales[j] = x8_scale(blk, 8 * j + i);
-          k.mins[j] = x8_min(blk, 8 * j + i);
-        }
-        uint8_t qs[128];
-        for (size_t l = 0; l < 128; ++l) qs[l] = blk[x8_quant_offset(i, l)];
-        k.qs = qs;
-        k.qh = nullptr;
-        sum += q45_k_term(k, activation_block(x, t, b));
-      }
-      y[t * y_stride + (r - row_begin)] = sum;
-    }
-  }
+  dot_q45_k_x8_rows(groups, row_begin, row_end, x, y, y_stride, false);
+}
+
+void dot_q5_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride) {
+  dot_q45_k_x8_rows(groups, row_begin, row_end, x, y, y_stride, true);
 }
 
 }  // namespace tandem::kernels::detail

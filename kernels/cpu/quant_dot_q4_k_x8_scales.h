@@ -1,5 +1,5 @@
 // The 6-bit scales and mins of one super-block of a Q4_K x8 group (quant_dot.h's layout),
-// unpacked to one byte per entry, for the x8 kernel files (quant_dot_q4_k_x8_tiles.h, the AMX
+// unpacked to one byte per entry, for the x8 kernel files (quant_dot_q45_k_x8_tiles.h, the AMX
 // kernel). AVX2 code with internal linkage: each including file compiles it under its own -m
 // flags (see quant_dot_kquants_tiles.h for why nothing SIMD is shared across files).
 #pragma once

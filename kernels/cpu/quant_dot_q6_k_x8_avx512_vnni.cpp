@@ -3,7 +3,7 @@
 // tiles of quant_dot_q6_k_x8_tiles.h). Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 // -ffp-contract=off; only the exported function has external linkage.
 //
-// Technique (as Q4_K x8's, quant_dot_q4_k_x8_tiles.h): one 32-bit lane per weight row. Per quad m
+// Technique (as Q4_K x8's, quant_dot_q45_k_x8_tiles.h): one 32-bit lane per weight row. Per quad m
 // of a 64-element chunk c, one 32-byte load of low nibbles and (every other m) one of top bits give
 // each row's four 6-bit quants q (0..63) of groups 4c + m / 4 and 4c + 2 + m / 4; with the four
 // matching activation quants broadcast, one vpdpbusd per group adds sum(q * x) for all eight rows.

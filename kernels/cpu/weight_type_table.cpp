@@ -94,10 +94,13 @@ const std::array kTable = {
         detail::repack_q4_k_x8, detail::dot_q4_k_x8_scalar, TANDEM_X86(detail::dot_q4_k_x8_avx2),
         TANDEM_X86(detail::dot_q4_k_x8_avx2), TANDEM_X86(detail::dot_q4_k_x8_avx512_vnni),
         TANDEM_X86(detail::dot_q4_k_x8_amx)),
-    quantized(TensorType::kQ5_K, dequantize_q5_k, F::kQ8_K, detail::dot_q5_k_scalar,
-              TANDEM_X86(detail::dot_q5_k_avx2), TANDEM_X86(detail::dot_q5_k_avx2),
-              TANDEM_X86(detail::dot_q5_k_avx512_vnni), TANDEM_X86(detail::dot_q5_k_amx)),
-    // Q6_K x8 in every column but AMX's, which keeps the plain rows for its tiles.
+    // Q5_K and Q6_K x8 in every column but AMX's, which keeps the plain rows for its tiles.
+    with_interleaved(
+        quantized(TensorType::kQ5_K, dequantize_q5_k, F::kQ8_K, detail::dot_q5_k_scalar,
+                  TANDEM_X86(detail::dot_q5_k_avx2), TANDEM_X86(detail::dot_q5_k_avx2),
+                  TANDEM_X86(detail::dot_q5_k_avx512_vnni), TANDEM_X86(detail::dot_q5_k_amx)),
+        detail::repack_q5_k_x8, detail::dot_q5_k_x8_scalar, TANDEM_X86(detail::dot_q5_k_x8_avx2),
+        TANDEM_X86(detail::dot_q5_k_x8_avx2), TANDEM_X86(detail::dot_q5_k_x8_avx512_vnni), nullptr),
     with_interleaved(
         quantized(TensorType::kQ6_K, dequantize_q6_k, F::kQ8_K, detail::dot_q6_k_scalar,
                   TANDEM_X86(detail::dot_q6_k_avx2), TANDEM_X86(detail::dot_q6_k_avx2),

@@ -1,7 +1,7 @@
-// Tests of the K-quant x8 interleaved layouts (quant_dot.h; Q4_K has one): the repack against the
-// layout's byte description, the scalar and every SIMD x8 kernel this CPU runs bit-identical to
-// the plain-row scalar reference over many shapes, row ranges and token counts, the integer
-// extremes, and matmul_rows on an interleaved WeightMatrix copy.
+// Tests of the K-quant x8 interleaved layouts (quant_dot.h; Q4_K, Q5_K and Q6_K have one): the
+// repack against the layout's byte description, the scalar and every SIMD x8 kernel this CPU runs
+// bit-identical to the plain-row scalar reference over many shapes, row ranges and token counts,
+// the integer extremes, and matmul_rows on an interleaved WeightMatrix copy.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -56,6 +56,16 @@ const X8Type kQ4K{"q4_K",
                   {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q4_k_x8_avx2)},
                    {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q4_k_x8_avx512_vnni)},
                    {MatmulVariant::kAmx, TANDEM_X8_SIMD(dot_q4_k_x8_amx)}}};
+
+const X8Type kQ5K{"q5_K",
+                  TensorType::kQ5_K,
+                  176,
+                  {0, 2},
+                  &detail::dot_q5_k_scalar,
+                  &detail::repack_q5_k_x8,
+                  &detail::dot_q5_k_x8_scalar,
+                  {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q5_k_x8_avx2)},
+                   {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q5_k_x8_avx512_vnni)}}};
 
 const X8Type kQ6K{"q6_K",
                   TensorType::kQ6_K,
@@ -156,6 +166,51 @@ TEST_CASE("Q4_K x8 repack puts every value where the layout says", "[kernels]") 
   }
 }
 
+TEST_CASE("Q5_K x8 repack puts every value where the layout says", "[kernels]") {
+  std::mt19937 rng(7);
+  for (const size_t rows : {1u, 8u, 13u}) {
+    const size_t blocks = 2;
+    const std::vector<uint8_t> w = random_blocks(kQ5K, rows, blocks, false, rng);
+    const std::vector<uint8_t> g = repacked(kQ5K, w, rows, blocks);
+    for (size_t r = 0; r < (rows + 7) / 8 * 8; ++r) {
+      for (size_t b = 0; b < blocks; ++b) {
+        INFO("rows " << rows << " row " << r << " super-block " << b);
+        const uint8_t* blk = g.data() + ((r / 8) * blocks + b) * 8 * kQ5K.block_bytes;
+        const size_t i = r % 8;
+        const bool real = r < rows;
+        const uint8_t* src = w.data() + (r * blocks + b) * kQ5K.block_bytes;
+        for (size_t k = 0; k < 4; ++k)
+          CHECK(blk[2 * i + k % 2 + 16 * (k / 2)] == (real ? src[k] : 0));
+        for (int j = 0; j < 8; ++j) {
+          const size_t e = 8 * static_cast<size_t>(j) + i;
+          const uint8_t top = blk[96 + e % 32];
+          const int scale = ((blk[32 + e % 32] >> (e < 32 ? 0 : 4)) & 15) |
+                            (((top >> (e < 32 ? 0 : 2)) & 3) << 4);
+          CHECK(scale == (real ? plain_scale(src + 4, j) : 0));
+        }
+        // Element 64c + 32s + 4m + jj: quant nibble s of byte 128 + 320c + 32m + 4i + jj, fifth
+        // bit m % 4 + 4s of byte 128 + 320c + 256 + 32(m / 4) + 4i + jj; plain: nibble s of
+        // qs[32c + 4m + jj] (qs at 48), bit 2c + s of qh[4m + jj] (qh at 16).
+        for (size_t c = 0; c < 4; ++c) {
+          for (size_t m = 0; m < 8; ++m) {
+            for (size_t jj = 0; jj < 4; ++jj) {
+              const size_t l = 4 * m + jj;
+              const uint8_t q = blk[128 + 320 * c + 32 * m + 4 * i + jj];
+              const uint8_t h = blk[128 + 320 * c + 256 + 32 * (m / 4) + 4 * i + jj];
+              CHECK(q == (real ? src[48 + 32 * c + l] : 0));
+              for (size_t half = 0; half < 2; ++half) {
+                const int got = (h >> (m % 4 + 4 * half)) & 1;
+                const int want = real ? (src[16 + l] >> (2 * c + half)) & 1 : 0;
+                CHECK(got == want);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // The 6-bit quant of element e of a plain Q6_K super-block (the GGUF rule).
 int plain_q6_k(const uint8_t* blk, size_t e) {
   const size_t h = e / 128, s = e / 32 % 4, l = e % 32;
@@ -229,7 +284,7 @@ void check_kernels(const X8Type& k, const std::vector<X8Kernel>& kernels,
 
 TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar references", "[kernels]") {
   const size_t kRows[] = {8, 16, 1, 7, 9, 24, 33, 64, 15, 40};
-  for (const X8Type* k : {&kQ4K, &kQ6K}) {
+  for (const X8Type* k : {&kQ4K, &kQ5K, &kQ6K}) {
     const std::vector<X8Kernel> kernels = x8_kernels(*k);
     std::mt19937 rng(41);
     for (size_t c = 0; c < 40; ++c) {
@@ -249,7 +304,7 @@ TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar referen
 // Prefill-sized calls (the AMX kernel's tiles: 16 tokens x 16 rows, a partial last tile of
 // tokens, chunks of 128 tokens, rows outside whole pairs of groups).
 TEST_CASE("K-quant x8 dot products over many tokens are bit-identical", "[kernels]") {
-  for (const X8Type* k : {&kQ4K, &kQ6K}) {
+  for (const X8Type* k : {&kQ4K, &kQ5K, &kQ6K}) {
     const std::vector<X8Kernel> kernels = x8_kernels(*k);
     std::mt19937 rng(53);
     const struct {
@@ -266,7 +321,7 @@ TEST_CASE("K-quant x8 dot products over many tokens are bit-identical", "[kernel
 }
 
 TEST_CASE("K-quant x8 dot products at the integer extremes", "[kernels]") {
-  for (const X8Type* k : {&kQ4K, &kQ6K}) {
+  for (const X8Type* k : {&kQ4K, &kQ5K, &kQ6K}) {
     const std::vector<X8Kernel> kernels = x8_kernels(*k);
     std::mt19937 rng(43);
     for (const float v : {1.0f, -1.0f}) {
@@ -283,7 +338,7 @@ TEST_CASE("K-quant x8 dot products at the integer extremes", "[kernels]") {
 }
 
 TEST_CASE("matmul_rows on interleaved K-quant matrices matches the plain rows", "[kernels]") {
-  for (const X8Type* k : {&kQ4K, &kQ6K}) {
+  for (const X8Type* k : {&kQ4K, &kQ5K, &kQ6K}) {
     INFO(k->name);
     std::mt19937 rng(47);
     const size_t rows = 40;

@@ -1,7 +1,7 @@
-// AVX-512 VNNI (+F/BW/VL, 256-bit lanes) dot product of Q4_K weights in the interleaved x8 layout
-// with Q8_K activations (quant_dot_q4_k_x8_tiles.h): one vpdpbusd per four quants of a sub-block
-// for all eight rows, scaled by vpmulld. Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni
-// -ffp-contract=off; only the exported function has external linkage.
+// AVX-512 VNNI (+F/BW/VL, 256-bit lanes) dot products of Q4_K and Q5_K weights in their interleaved
+// x8 layouts with Q8_K activations (quant_dot_q45_k_x8_tiles.h): one vpdpbusd per four quants of a
+// sub-block for all eight rows, scaled by vpmulld. Built with -mavx512f -mavx512bw -mavx512vl
+// -mavx512vnni -ffp-contract=off; only the exported functions have external linkage.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -12,7 +12,12 @@
 namespace tandem::kernels::detail {
 namespace {
 
-struct Q4KX8Isa {
+// vpdpbusd sums four products per int32 lane: any number of steps a tile takes is exact.
+struct Q45KX8Isa {
+  template <int kQuantMax>
+  static constexpr int exact_steps() {
+    return 1 << 16;
+  }
   static __m256i scale_vector(__m256i s32) { return s32; }
   static __m256i step(__m256i acc, __m256i w, __m256i x) { return _mm256_dpbusd_epi32(acc, w, x); }
   static __m256i merge(__m256i a, __m256i b) { return _mm256_add_epi32(a, b); }
@@ -24,13 +29,18 @@ struct Q4KX8Isa {
 }  // namespace
 }  // namespace tandem::kernels::detail
 
-#include "kernels/cpu/quant_dot_q4_k_x8_tiles.h"
+#include "kernels/cpu/quant_dot_q45_k_x8_tiles.h"
 
 namespace tandem::kernels::detail {
 
 void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride) {
   dot_q4_k_x8(groups, row_begin, row_end, x, y, y_stride);
+}
+
+void dot_q5_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
+                             const ActivationRows& x, float* y, size_t y_stride) {
+  dot_q5_k_x8(groups, row_begin, row_end, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

@@ -1,21 +1,26 @@
-// The dot product of Q4_K weights in the interleaved x8 layout (quant_dot.h) with Q8_K activations,
-// bit-identical to the scalar reference dot_q4_k_scalar on the plain rows, as templates that an
-// ISA file (quant_dot_q4_k_x8_avx2.cpp, quant_dot_q4_k_x8_avx512_vnni.cpp) instantiates under its
-// own -m flags with its integer steps. Before including this header a file defines, in
-// tandem::kernels::detail's anonymous namespace, a struct Q4KX8Isa with:
+// The dot products of Q4_K and Q5_K weights in their interleaved x8 layouts (quant_dot.h) with
+// Q8_K activations, bit-identical to the scalar references dot_q4_k_scalar / dot_q5_k_scalar on the
+// plain rows, as templates that an ISA file (quant_dot_q45_k_x8_avx2.cpp,
+// quant_dot_q45_k_x8_avx512_vnni.cpp) instantiates under its own -m flags with its integer steps.
+// Before including this header a file defines, in tandem::kernels::detail's anonymous namespace, a
+// struct Q45KX8Isa with:
 //   static __m256i scale_vector(__m256i s32): from row i's sub-block scale s in int32 lane i, the
 //     form its finish step multiplies with;
 //   static __m256i step(__m256i acc, __m256i w, __m256i x): acc plus the products of the unsigned
-//     quants w (0..15) and the signed activation quants x, lane by lane, in its own accumulator
-//     form (exactly);
-//   static __m256i merge(__m256i a, __m256i b): the sum of two accumulators of that form;
+//     quants w (0..15, Q5_K: 0..31) and the signed activation quants x, lane by lane, in its own
+//     accumulator form;
+//   template <int kQuantMax> static constexpr int exact_steps(): how many steps from zero one
+//     accumulator takes exactly with quants up to kQuantMax (at least 4);
+//   static __m256i merge(__m256i a, __m256i b): the sum of two accumulators of that form (used
+//     only where twice a chain's steps stay within exact_steps);
 //   static __m256i finish(__m256i isum, __m256i acc, __m256i scale): isum plus, in int32 lane i,
 //     scale_i times the exact sum lane i of acc holds.
 // Everything here has internal linkage (see quant_dot_kquants_tiles.h for why).
 //
 // Technique: one 32-bit lane per weight row, no horizontal reduction. Per sub-block pair c and
 // quad m, one 32-byte load holds four quants of sub-block 2c (low nibbles) and of 2c + 1 (high
-// nibbles) of each of the eight rows; the matching four activation quants broadcast to every lane
+// nibbles) of each of the eight rows (Q5_K: with their fifth bits, one 32-byte load per four quads
+// at bits m % 4 and 4 + m % 4); the matching four activation quants broadcast to every lane
 // make one step per sub-block (VNNI: one vpdpbusd, four products per lane in int32). After a
 // sub-block's eight quads each lane holds its row's exact sub-block sum, which finish scales by
 // that row's scale (VNNI: vpmulld) into isum (AVX2: maddubs, the chain's pair sums added in int16,
@@ -25,8 +30,8 @@
 // imin = sum_j min_j * (bsums[2j] + bsums[2j + 1]) is four vpmaddwd of (min_2c, min_2c+1) int16
 // pairs with the token's pair sums. Then, lane-wise and in block order, the reference's
 // ((dw * dx) * float(isum)) - ((dmin * dx) * float(imin)) and sum + term as separate instructions.
-// Every integer is exact: |sub-block sum| <= 32 * 15 * 128, times a scale <= 63 and eight of them
-// stay below 2^25.
+// Every integer is exact: |sub-block sum| <= 32 * 31 * 128, times a scale <= 63 and eight of them
+// stay below 2^26.
 //
 // Register blocking: the tiles of quant_dot_x8_walk.h (one group x 4, 2 or 1 tokens) share each
 // quant load among the tile's tokens; the (scale, min) vectors of a group's super-block are
@@ -48,12 +53,24 @@ namespace tandem::kernels::detail {
 namespace {
 
 constexpr size_t kSuper = 256;
-constexpr size_t kBlockBytes = 1152;  // one super-block of a group (quant_dot.h)
-constexpr size_t kQuantOffset = 128;
-constexpr size_t kSumsPerBlock = 16;  // Q8_K bsums per super-block
+constexpr size_t kQuantOffset = 128;     // the chunks after the header of d, dmin, scales and mins
+constexpr size_t kHighBitsOffset = 256;  // Q5_K: within a chunk
+constexpr size_t kSumsPerBlock = 16;     // Q8_K bsums per super-block
+
+// The two layouts: a group super-block's bytes, a 64-element chunk's bytes, the largest quant.
+struct Q4KX8Format {
+  static constexpr size_t kBlockBytes = 1152;
+  static constexpr size_t kChunkBytes = 256;
+  static constexpr int kQuantMax = 15;
+};
+struct Q5KX8Format {
+  static constexpr size_t kBlockBytes = 1408;
+  static constexpr size_t kChunkBytes = 320;
+  static constexpr int kQuantMax = 31;
+};
 
 // A group super-block's scales and mins, unpacked: sc[j] holds row i's scale of sub-block j in
-// lane i (in Q4KX8Isa::scale_vector's form); mins[c] holds (min_2c, min_2c+1) of row i as the two
+// lane i (in Q45KX8Isa::scale_vector's form); mins[c] holds (min_2c, min_2c+1) of row i as the two
 // int16 halves of lane i.
 struct Scales {
   __m256i sc[8];
@@ -67,7 +84,7 @@ struct Scales {
   q4_k_x8_scale_bytes(blk, sc, mn);
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j) {
-    s.sc[j] = Q4KX8Isa::scale_vector(
+    s.sc[j] = Q45KX8Isa::scale_vector(
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * j))));
   }
 #pragma GCC unroll 4
@@ -85,15 +102,22 @@ using Tokens = Q8KTokens<T>;
 // One group (at g0, `blocks` super-blocks) against the tile's T tokens. No software prefetch: a
 // group is one sequential run of bytes, which the hardware prefetchers stream best (see
 // quant_dot_x8_walk.h).
-template <int T>
+template <class Format, int T>
 void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outputs<T>& y) {
-  constexpr int kChains = T < 4 ? 2 : 1;
+  constexpr bool kHighBits = Format::kQuantMax > 15;
+  constexpr int kExact = Q45KX8Isa::template exact_steps<Format::kQuantMax>();
+  static_assert(kExact >= 4, "a chain of four steps must stay exact");
+  // Two chains of four steps where one chain of eight would not be exact; merged before the
+  // scale only where eight steps are.
+  constexpr int kChains = T < 4 || kExact < 8 ? 2 : 1;
+  constexpr bool kMerge = kExact >= 8;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
   __m256 sum[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = g0 + b * kBlockBytes;
+    const uint8_t* blk = g0 + b * Format::kBlockBytes;
     Scales s;
     unpack_scales(blk, s);
     __m256i isum[T];
@@ -113,29 +137,46 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
           hi[t][k] = _mm256_setzero_si256();
         }
       }
+      const uint8_t* chunk = blk + kQuantOffset + Format::kChunkBytes * c;
+      __m256i hb = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int m = 0; m < 8; ++m) {
-        const __m256i v = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(blk + kQuantOffset + 32 * (8 * c + m)));
-        const __m256i wl = _mm256_and_si256(v, low4);
-        const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32 * m));
+        __m256i wl = _mm256_and_si256(v, low4);
+        __m256i wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        if constexpr (kHighBits) {
+          // Quad m's fifth bits at bits m % 4 (low nibbles) and 4 + m % 4 (high) of each byte.
+          if (m % 4 == 0) {
+            hb = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(chunk + kHighBitsOffset + 32 * (m / 4)));
+          }
+          wl = _mm256_or_si256(wl, _mm256_and_si256(_mm256_slli_epi16(hb, 4 - m % 4), bit4));
+          wh = _mm256_or_si256(wh, _mm256_and_si256(_mm256_srli_epi16(hb, m % 4), bit4));
+        }
         const int k = m % kChains;
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* xb = x.xq[t] + b * kSuper + 64 * c + 4 * m;
-          lo[t][k] = Q4KX8Isa::step(lo[t][k], wl, broadcast4(xb));
-          hi[t][k] = Q4KX8Isa::step(hi[t][k], wh, broadcast4(xb + 32));
+          lo[t][k] = Q45KX8Isa::step(lo[t][k], wl, broadcast4(xb));
+          hi[t][k] = Q45KX8Isa::step(hi[t][k], wh, broadcast4(xb + 32));
         }
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        __m256i l = lo[t][0], h = hi[t][0];
-        if constexpr (kChains == 2) {
-          l = Q4KX8Isa::merge(l, lo[t][1]);
-          h = Q4KX8Isa::merge(h, hi[t][1]);
+        if constexpr (kChains == 1) {
+          isum[t] = Q45KX8Isa::finish(isum[t], lo[t][0], s.sc[2 * c]);
+          isum[t] = Q45KX8Isa::finish(isum[t], hi[t][0], s.sc[2 * c + 1]);
+        } else if constexpr (kMerge) {
+          isum[t] = Q45KX8Isa::finish(isum[t], Q45KX8Isa::merge(lo[t][0], lo[t][1]), s.sc[2 * c]);
+          isum[t] =
+              Q45KX8Isa::finish(isum[t], Q45KX8Isa::merge(hi[t][0], hi[t][1]), s.sc[2 * c + 1]);
+        } else {
+#pragma GCC unroll 2
+          for (int k = 0; k < 2; ++k) {
+            isum[t] = Q45KX8Isa::finish(isum[t], lo[t][k], s.sc[2 * c]);
+            isum[t] = Q45KX8Isa::finish(isum[t], hi[t][k], s.sc[2 * c + 1]);
+          }
         }
-        isum[t] = Q4KX8Isa::finish(isum[t], l, s.sc[2 * c]);
-        isum[t] = Q4KX8Isa::finish(isum[t], h, s.sc[2 * c + 1]);
       }
     }
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
@@ -169,17 +210,25 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
 }
 
 // run_tile as quant_dot_q8k_x8_call.h's Tile.
+template <class Format>
 struct Tile {
   template <int T>
   static void run(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outputs<T>& y) {
-    run_tile<T>(g0, blocks, x, y);
+    run_tile<Format, T>(g0, blocks, x, y);
   }
 };
 
-// The InterleavedDotFn contract (quant_dot.h) on this file's tiles.
+// The InterleavedDotFn contract (quant_dot.h) on this file's tiles, per layout.
 void dot_q4_k_x8(const uint8_t* groups, size_t row_begin, size_t row_end, const ActivationRows& x,
                  float* y, size_t y_stride) {
-  q8k_x8_dot<Tile>(groups, kBlockBytes, row_begin, row_end, x, y, y_stride);
+  q8k_x8_dot<Tile<Q4KX8Format>>(groups, Q4KX8Format::kBlockBytes, row_begin, row_end, x, y,
+                                y_stride);
+}
+
+void dot_q5_k_x8(const uint8_t* groups, size_t row_begin, size_t row_end, const ActivationRows& x,
+                 float* y, size_t y_stride) {
+  q8k_x8_dot<Tile<Q5KX8Format>>(groups, Q5KX8Format::kBlockBytes, row_begin, row_end, x, y,
+                                y_stride);
 }
 
 }  // namespace

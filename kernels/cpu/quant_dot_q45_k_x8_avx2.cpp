@@ -1,0 +1,55 @@
+// AVX2 (+FMA +F16C) dot products of Q4_K and Q5_K weights in their interleaved x8 layouts with
+// Q8_K activations (quant_dot_q45_k_x8_tiles.h), bit-identical to dot_q4_k_scalar /
+// dot_q5_k_scalar: maddubs products summed in int16, one vpmaddwd by the sub-block scale per
+// chain. Built with -mavx2 -mfma -mf16c -ffp-contract=off but linked into binaries that run on any
+// x86-64: only the exported functions have external linkage.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/quant_dot.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+// acc holds int16 pairs: maddubs adds two products of a quant (0..kQuantMax) and an activation
+// quant (-128..127) per int16, at most 2 * kQuantMax * 128 in magnitude (Q4_K 3840, Q5_K 7936);
+// exact_steps of them stay within int16 (Q4_K 8, Q5_K 4), so nothing saturates or wraps. The scale
+// (0..63) sits in both int16 halves of its lane, so vpmaddwd gives scale * (sum of the two halves)
+// in int32, exact.
+struct Q45KX8Isa {
+  template <int kQuantMax>
+  static constexpr int exact_steps() {
+    return 32767 / (2 * kQuantMax * 128);
+  }
+  static __m256i scale_vector(__m256i s32) {
+    return _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+  }
+  static __m256i step(__m256i acc, __m256i w, __m256i x) {
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x));
+  }
+  static __m256i merge(__m256i a, __m256i b) { return _mm256_add_epi16(a, b); }
+  static __m256i finish(__m256i isum, __m256i acc, __m256i scale) {
+    return _mm256_add_epi32(isum, _mm256_madd_epi16(acc, scale));
+  }
+};
+
+}  // namespace
+}  // namespace tandem::kernels::detail
+
+#include "kernels/cpu/quant_dot_q45_k_x8_tiles.h"
+
+namespace tandem::kernels::detail {
+
+void dot_q4_k_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                      const ActivationRows& x, float* y, size_t y_stride) {
+  dot_q4_k_x8(groups, row_begin, row_end, x, y, y_stride);
+}
+
+void dot_q5_k_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                      const ActivationRows& x, float* y, size_t y_stride) {
+  dot_q5_k_x8(groups, row_begin, row_end, x, y, y_stride);
+}
+
+}  // namespace tandem::kernels::detail
