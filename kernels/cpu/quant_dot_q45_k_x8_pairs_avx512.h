@@ -7,9 +7,8 @@
 // sub-block, vpmulld by the scale, the same float combine), so the results are the same bits;
 // only the register width changes. Each activation broadcast and each unpacking instruction then
 // serves sixteen rows instead of eight: on a Zen 4, which runs a 512-bit vpdpbusd at half the rate
-// of a 256-bit one, the gain is the instructions saved around the dot products. Calls of fewer
-// than kPairMinTokens tokens, the tokens after the last whole tile, an odd last group and the
-// groups cut by the row range run the 256-bit tiles.
+// of a 256-bit one, the gain is the instructions saved around the dot products. The walk
+// (quant_dot_x8_pairs_walk.h) leaves the rest to the 256-bit tiles.
 #pragma once
 
 #include <immintrin.h>
@@ -21,27 +20,10 @@
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/quant_dot_q45_k_x8_tiles.h"
 #include "kernels/cpu/quant_dot_q4_k_x8_scales.h"
+#include "kernels/cpu/quant_dot_x8_pairs_walk.h"
 
 namespace tandem::kernels::detail {
 namespace {
-
-constexpr size_t kPairRows = 16;
-constexpr int kPairTokens = 4;
-constexpr size_t kPairMinTokens = 4;
-
-// Two 32-byte loads, at a and b, as the low and high halves of one register.
-[[gnu::always_inline]] inline __m512i load_pair(const uint8_t* a, const uint8_t* b) {
-  return _mm512_inserti64x4(
-      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
-}
-
-// Eight fp16 values at a and eight at b as sixteen floats.
-[[gnu::always_inline]] inline __m512 halves_pair(const uint8_t* a, const uint8_t* b) {
-  return _mm512_cvtph_ps(_mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
-}
 
 // Both groups' super-block scales and mins: sc[j] = row i's scale of sub-block j in lane i
 // (rows 8-15: the second group); mins[c] = (min_2c, min_2c+1) of row i as int16 halves of lane i.
@@ -123,11 +105,8 @@ void run_pair_tile(const uint8_t* g0, const uint8_t* g1, size_t blocks,
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* xb = x.xq[t] + b * kSuper + 64 * c + 4 * m;
-          int32_t q0, q1;
-          std::memcpy(&q0, xb, 4);
-          std::memcpy(&q1, xb + 32, 4);
-          lo[t] = _mm512_dpbusd_epi32(lo[t], wl, _mm512_set1_epi32(q0));
-          hi[t] = _mm512_dpbusd_epi32(hi[t], wh, _mm512_set1_epi32(q1));
+          lo[t] = _mm512_dpbusd_epi32(lo[t], wl, broadcast4_512(xb));
+          hi[t] = _mm512_dpbusd_epi32(hi[t], wh, broadcast4_512(xb + 32));
         }
       }
 #pragma GCC unroll 4
@@ -163,66 +142,14 @@ void run_pair_tile(const uint8_t* g0, const uint8_t* g1, size_t blocks,
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out[t], sum[t]);
 }
 
-// The rows of `x` from token t0 on, as a view.
-ActivationRows tokens_from(const ActivationRows& x, size_t t0) {
-  ActivationRows v = x;
-  const size_t blocks = x.cols / kSuper;
-  v.n_tokens = x.n_tokens - t0;
-  v.qs = x.qs + t0 * x.cols;
-  v.d = x.d + t0 * blocks;
-  v.bsums = x.bsums + t0 * blocks * kSumsPerBlock;
-  return v;
-}
-
-// The InterleavedDotFn contract (quant_dot.h) for Format: whole group pairs inside the row range
-// on the pair tiles for every whole tile of four tokens, everything else through `narrow` (the
-// 256-bit kernel of the same layout).
+// run_pair_tile as quant_dot_x8_pairs_walk.h's PairTile.
 template <class Format>
-void q45_k_x8_pairs_dot(const uint8_t* groups, size_t row_begin, size_t row_end,
-                        const ActivationRows& x, float* y, size_t y_stride,
-                        void (*narrow)(const uint8_t*, size_t, size_t, const ActivationRows&,
-                                       float*, size_t)) {
-  const size_t n = x.n_tokens;
-  const size_t g_first = (row_begin + kX8GroupRows - 1) / kX8GroupRows;
-  const size_t g_last = row_end / kX8GroupRows;
-  if (n < kPairMinTokens || g_last < g_first + 2) {
-    narrow(groups, row_begin, row_end, x, y, y_stride);
-    return;
+struct Q45KPairTile {
+  static void run(const uint8_t* g0, const uint8_t* g1, size_t blocks,
+                  const Q8KTokens<kPairTokens>& x, float* const* out) {
+    run_pair_tile<Format>(g0, g1, blocks, x, out);
   }
-  const size_t pairs = (g_last - g_first) / 2;
-  const size_t pair_begin = g_first * kX8GroupRows;
-  const size_t pair_end = pair_begin + pairs * kPairRows;
-  // The rows before and after the pairs.
-  if (row_begin < pair_begin) narrow(groups, row_begin, pair_begin, x, y, y_stride);
-  if (pair_end < row_end) {
-    narrow(groups, pair_end, row_end, x, y + (pair_end - row_begin), y_stride);
-  }
-  const size_t blocks = x.cols / kSuper;
-  const size_t group_bytes = blocks * Format::kBlockBytes;
-  const size_t whole = n / kPairTokens * kPairTokens;
-  for (size_t p = 0; p < pairs; ++p) {
-    const size_t g = g_first + 2 * p;
-    const uint8_t* g0 = groups + g * group_bytes;
-    const size_t col = g * kX8GroupRows - row_begin;
-    for (size_t t0 = 0; t0 < whole; t0 += kPairTokens) {
-      Q8KTokens<kPairTokens> tokens;
-      float* out[kPairTokens];
-      for (int i = 0; i < kPairTokens; ++i) {
-        const size_t t = t0 + static_cast<size_t>(i);
-        tokens.xq[i] = x.qs + t * x.cols;
-        tokens.xd[i] = x.d + t * blocks;
-        tokens.bsums[i] = x.bsums + t * blocks * kSumsPerBlock;
-        out[i] = y + t * y_stride + col;
-      }
-      run_pair_tile<Format>(g0, g0 + group_bytes, blocks, tokens, out);
-    }
-  }
-  // The tokens after the last whole tile, on the pairs' rows.
-  if (whole < n) {
-    narrow(groups, pair_begin, pair_end, tokens_from(x, whole),
-           y + whole * y_stride + (pair_begin - row_begin), y_stride);
-  }
-}
+};
 
 }  // namespace
 }  // namespace tandem::kernels::detail

@@ -1,6 +1,7 @@
 // AVX-512 VNNI (+F/BW/VL, 256-bit lanes) dot product of Q6_K weights in the interleaved x8 layout
 // (quant_dot.h) with Q8_K activations, bit-identical to dot_q6_k_scalar on the plain rows (the
-// tiles of quant_dot_q6_k_x8_tiles.h). Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+// tiles of quant_dot_q6_k_x8_tiles.h; from 4 tokens on, two groups per 512-bit register,
+// quant_dot_q6_k_x8_pairs_avx512.h). Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 // -ffp-contract=off; only the exported function has external linkage.
 //
 // Technique (as Q4_K x8's, quant_dot_q45_k_x8_tiles.h): one 32-bit lane per weight row. Per quad m
@@ -31,6 +32,8 @@ struct Q6KX8Isa {
 }  // namespace tandem::kernels::detail
 
 #include "kernels/cpu/quant_dot_q6_k_x8_tiles.h"
+// After the tiles: the pair tile uses their constants.
+#include "kernels/cpu/quant_dot_q6_k_x8_pairs_avx512.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -82,7 +85,7 @@ void Q6KX8Isa::block_sums(const uint8_t* blk, const int8_t* const* xq, const int
 
 void dot_q6_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride) {
-  dot_q6_k_x8(groups, row_begin, row_end, x, y, y_stride);
+  x8_pairs_dot<Q6KPairTile>(groups, kBlockBytes, row_begin, row_end, x, y, y_stride, dot_q6_k_x8);
 }
 
 }  // namespace tandem::kernels::detail
