@@ -1,7 +1,8 @@
 // AVX-512 VNNI dot product of MXFP4 weights in the interleaved x8 layout (quant_dot.h) with Q8_0
 // activations, bit-identical to the scalar reference dot_mxfp4_scalar on the plain rows: the
 // kernels of quant_dot_mxfp4_x8_tiles.h with vpdpbusd block sums (8 per token and block, against
-// AVX2's 8 maddubs + 7 adds + 2 madds).
+// AVX2's 8 maddubs + 7 adds + 2 madds); from 4 tokens on, two groups per 512-bit register
+// (quant_dot_mxfp4_x8_pairs_avx512.h).
 //
 // Built with the AVX-512 flags plus -mavx512vnni but linked into binaries that run on any x86-64:
 // everything except the exported function has internal linkage.
@@ -11,6 +12,8 @@
 #include <cstdint>
 
 #include "kernels/cpu/quant_dot_mxfp4_x8_tiles.h"
+// After the tiles: the pair tile uses their constants and token tiles.
+#include "kernels/cpu/quant_dot_mxfp4_x8_pairs_avx512.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -34,7 +37,18 @@ struct VnniIsa {
 
 void dot_mxfp4_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                               const ActivationRows& x, float* y, size_t y_stride) {
-  dot_mxfp4_x8<VnniIsa>(groups, row_begin, row_end, x, y, y_stride);
+  const NarrowDotFn narrow = [](const uint8_t* g, size_t begin, size_t end,
+                                const ActivationRows& rows, float* out, size_t stride) {
+    dot_mxfp4_x8<VnniIsa>(g, begin, end, rows, out, stride);
+  };
+  if (x.n_tokens < kPairMinTokens || row_begin >= row_end) {
+    narrow(groups, row_begin, row_end, x, y, y_stride);
+    return;
+  }
+  const size_t blocks = x.cols / kBlock;
+  BiasSums bias_sums(x);
+  x8_pairs_walk(Mxfp4PairKernel{groups, blocks * kBlockBytes, blocks, &x, bias_sums.data()}, groups,
+                row_begin, row_end, x, y, y_stride, narrow);
 }
 
 }  // namespace tandem::kernels::detail

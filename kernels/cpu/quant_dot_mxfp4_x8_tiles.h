@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "kernels/cpu/quant_dot.h"
 #include "kernels/cpu/quant_dot_x8_walk.h"
@@ -146,6 +147,24 @@ inline void bias_sums_of(const int8_t* qs, size_t n, int32_t* out) {
   }
 }
 
+// The bias sums of every activation block of a call: on the stack for up to kStackBiasSums blocks,
+// else on the heap.
+class BiasSums {
+ public:
+  explicit BiasSums(const ActivationRows& x) {
+    const size_t n = x.n_tokens * (x.cols / kBlock);
+    if (n > kStackBiasSums) heap_ = std::make_unique<int32_t[]>(n);
+    bias_sums_of(x.qs, n, data());
+  }
+  BiasSums(const BiasSums&) = delete;
+  BiasSums& operator=(const BiasSums&) = delete;
+  int32_t* data() { return heap_ ? heap_.get() : stack_; }
+
+ private:
+  int32_t stack_[kStackBiasSums];
+  std::unique_ptr<int32_t[]> heap_;
+};
+
 // The whole call: bias sums of every activation block, then the walk.
 template <class Isa>
 void dot_mxfp4_x8(const uint8_t* groups, size_t row_begin, size_t row_end, const ActivationRows& x,
@@ -153,12 +172,9 @@ void dot_mxfp4_x8(const uint8_t* groups, size_t row_begin, size_t row_end, const
   const size_t blocks = x.cols / kBlock;
   const size_t n = x.n_tokens;
   if (row_begin >= row_end || n == 0) return;
-  int32_t stack_sums[kStackBiasSums];
-  int32_t* bias_sums = n * blocks <= kStackBiasSums ? stack_sums : new int32_t[n * blocks];
-  bias_sums_of(x.qs, n * blocks, bias_sums);
+  BiasSums bias_sums(x);
   const X8Call c{groups, blocks * kBlockBytes, blocks, row_begin, row_end, n, y, y_stride};
-  x8_walk(c, Mxfp4X8Kernel<Isa>{&c, &x, bias_sums});
-  if (bias_sums != stack_sums) delete[] bias_sums;
+  x8_walk(c, Mxfp4X8Kernel<Isa>{&c, &x, bias_sums.data()});
 }
 
 }  // namespace

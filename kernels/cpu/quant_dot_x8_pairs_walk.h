@@ -1,5 +1,6 @@
 // The walk of the x8 kernels' many-token pair tiles (two groups, 16 rows, in one 512-bit register;
-// quant_dot_q45_k_x8_pairs_avx512.h, quant_dot_q6_k_x8_pairs_avx512.h) over a row range and the
+// quant_dot_q45_k_x8_pairs_avx512.h, quant_dot_q6_k_x8_pairs_avx512.h,
+// quant_dot_mxfp4_x8_pairs_avx512.h) over a row range and the
 // tokens (and the two-group loads of the tiles), with everything outside whole pairs and whole
 // tiles of four tokens left to the 256-bit kernel of the same layout. Included by files built with
 // AVX-512 flags; internal linkage.
@@ -45,26 +46,30 @@ constexpr size_t kPairSumsPerBlock = 16;  // Q8_K bsums per super-block
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
 }
 
-// The rows of `x` from token t0 on, as a view.
+// The rows of `x` from token t0 on, as a view (Q8_0: a scale per 32 elements; Q8_K: per 256, with
+// 16 bsums).
 ActivationRows tokens_from(const ActivationRows& x, size_t t0) {
   ActivationRows v = x;
-  const size_t blocks = x.cols / kPairSuper;
+  const bool q8_k = x.format == ActivationFormat::kQ8_K;
+  const size_t scales = x.cols / (q8_k ? kPairSuper : 32);
   v.n_tokens = x.n_tokens - t0;
   v.qs = x.qs + t0 * x.cols;
-  v.d = x.d + t0 * blocks;
-  v.bsums = x.bsums + t0 * blocks * kPairSumsPerBlock;
+  v.d = x.d + t0 * scales;
+  if (q8_k) v.bsums = x.bsums + t0 * scales * kPairSumsPerBlock;
   return v;
 }
 
-// The InterleavedDotFn contract (quant_dot.h) for groups of block_bytes per super-block: whole
-// group pairs inside the row range on PairTile::run(g0, g1, blocks, tokens, out) (token t's 16
-// results to out[t][0 .. 16)) for every whole tile of four tokens, everything else through
-// `narrow` (the 256-bit kernel of the same layout).
-template <class PairTile>
-void x8_pairs_dot(const uint8_t* groups, size_t block_bytes, size_t row_begin, size_t row_end,
-                  const ActivationRows& x, float* y, size_t y_stride,
-                  void (*narrow)(const uint8_t*, size_t, size_t, const ActivationRows&, float*,
-                                 size_t)) {
+// An x8 kernel's narrow form: the InterleavedDotFn of its 256-bit tiles.
+using NarrowDotFn = void (*)(const uint8_t*, size_t, size_t, const ActivationRows&, float*, size_t);
+
+// The InterleavedDotFn contract (quant_dot.h) over `groups` (group_bytes apart): whole group pairs
+// inside the row range on kernel.tile(g, t0, out) (groups g and g + 1 against tokens t0 ..
+// t0 + kPairTokens - 1, token t's 16 results to out[t][0 .. 16)) for every whole tile of four
+// tokens, everything else through `narrow` (the 256-bit kernel of the same layout).
+template <class PairKernel>
+void x8_pairs_walk(const PairKernel& kernel, const uint8_t* groups, size_t row_begin,
+                   size_t row_end, const ActivationRows& x, float* y, size_t y_stride,
+                   NarrowDotFn narrow) {
   const size_t n = x.n_tokens;
   const size_t g_first = (row_begin + kX8GroupRows - 1) / kX8GroupRows;
   const size_t g_last = row_end / kX8GroupRows;
@@ -80,31 +85,52 @@ void x8_pairs_dot(const uint8_t* groups, size_t block_bytes, size_t row_begin, s
   if (pair_end < row_end) {
     narrow(groups, pair_end, row_end, x, y + (pair_end - row_begin), y_stride);
   }
-  const size_t blocks = x.cols / kPairSuper;
-  const size_t group_bytes = blocks * block_bytes;
   const size_t whole = n / kPairTokens * kPairTokens;
+  const ActivationRows rest = tokens_from(x, whole);
   for (size_t p = 0; p < pairs; ++p) {
     const size_t g = g_first + 2 * p;
-    const uint8_t* g0 = groups + g * group_bytes;
     const size_t col = g * kX8GroupRows - row_begin;
     for (size_t t0 = 0; t0 < whole; t0 += kPairTokens) {
-      Q8KTokens<kPairTokens> tokens;
       float* out[kPairTokens];
       for (int i = 0; i < kPairTokens; ++i) {
-        const size_t t = t0 + static_cast<size_t>(i);
-        tokens.xq[i] = x.qs + t * x.cols;
-        tokens.xd[i] = x.d + t * blocks;
-        tokens.bsums[i] = x.bsums + t * blocks * kPairSumsPerBlock;
-        out[i] = y + t * y_stride + col;
+        out[i] = y + (t0 + static_cast<size_t>(i)) * y_stride + col;
       }
-      PairTile::run(g0, g0 + group_bytes, blocks, tokens, out);
+      kernel.tile(g, t0, out);
+    }
+    // The tokens after the last whole tile, on this pair's rows while they are in cache (a second
+    // pass over the whole matrix would read it from memory again).
+    if (whole < n) {
+      narrow(groups, g * kX8GroupRows, (g + 2) * kX8GroupRows, rest, y + whole * y_stride + col,
+             y_stride);
     }
   }
-  // The tokens after the last whole tile, on the pairs' rows.
-  if (whole < n) {
-    narrow(groups, pair_begin, pair_end, tokens_from(x, whole),
-           y + whole * y_stride + (pair_begin - row_begin), y_stride);
-  }
+}
+
+// x8_pairs_walk for Q8_K activations (groups of block_bytes per super-block) on
+// PairTile::run(g0, g1, blocks, tokens, out).
+template <class PairTile>
+void x8_pairs_dot(const uint8_t* groups, size_t block_bytes, size_t row_begin, size_t row_end,
+                  const ActivationRows& x, float* y, size_t y_stride, NarrowDotFn narrow) {
+  struct Kernel {
+    const uint8_t* groups;
+    size_t group_bytes;
+    size_t blocks;
+    const ActivationRows* x;
+    void tile(size_t g, size_t t0, float* const* out) const {
+      Q8KTokens<kPairTokens> tokens;
+      for (int i = 0; i < kPairTokens; ++i) {
+        const size_t t = t0 + static_cast<size_t>(i);
+        tokens.xq[i] = x->qs + t * x->cols;
+        tokens.xd[i] = x->d + t * blocks;
+        tokens.bsums[i] = x->bsums + t * blocks * kPairSumsPerBlock;
+      }
+      const uint8_t* g0 = groups + g * group_bytes;
+      PairTile::run(g0, g0 + group_bytes, blocks, tokens, out);
+    }
+  };
+  const size_t blocks = x.cols / kPairSuper;
+  x8_pairs_walk(Kernel{groups, blocks * block_bytes, blocks, &x}, groups, row_begin, row_end, x, y,
+                y_stride, narrow);
 }
 
 }  // namespace
