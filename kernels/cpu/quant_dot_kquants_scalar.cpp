@@ -207,10 +207,21 @@ void repack_q45_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* g
         std::memcpy(dst + x8_quant_offset(i, l, has_high_bits), qs + l, 4);
       }
       if (!has_high_bits) continue;
+      // Byte (c, h, i, j) gathers, for quads m = 4h + k, the fifth bits of elements 64c + l and
+      // 64c + 32 + l (l = 4m + j: bits 2c and 2c + 1 of plain qh[l]) at bits k and 4 + k, one
+      // byte at a time (start-up copies every Q5_K matrix through here).
       const uint8_t* qh = src + 16;
-      for (size_t e = 0; e < kSuper; ++e) {
-        const X8HighBit h = q5_k_x8_high_bit(i, e);
-        dst[h.byte] |= static_cast<uint8_t>(((qh[e % 32] >> (e / 32)) & 1) << h.bit);
+      for (size_t c = 0; c < 4; ++c) {
+        for (size_t h = 0; h < 2; ++h) {
+          for (size_t j = 0; j < 4; ++j) {
+            unsigned byte = 0;
+            for (size_t k = 0; k < 4; ++k) {
+              const unsigned q = qh[16 * h + 4 * k + j] >> (2 * c);
+              byte |= ((q & 1u) << k) | (((q >> 1) & 1u) << (4 + k));
+            }
+            dst[kQ45KX8Header + 320 * c + 256 + 32 * h + 4 * i + j] = static_cast<uint8_t>(byte);
+          }
+        }
       }
     }
   }
@@ -413,11 +424,31 @@ void repack_q6_k_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* gr
       uint8_t* dst = groups + (r / kGroupRows * blocks + b) * kQ6KX8Bytes;
       std::memcpy(dst + 2 * i, src + 208, 2);
       for (size_t g = 0; g < 16; ++g) dst[16 + 8 * g + i] = src[192 + g];
-      for (size_t e = 0; e < kSuper; ++e) {
-        const int q = q6_k_quant(src, static_cast<int>(e));
-        const Q6KX8Place p = q6_k_x8_place(i, e);
-        dst[p.low_byte] |= static_cast<uint8_t>((q & 0x0f) << p.low_shift);
-        dst[p.high_byte] |= static_cast<uint8_t>((q >> 4) << p.high_shift);
+      // One output byte at a time (start-up copies every Q6_K matrix through here). Element
+      // 64c + 32t + l of the plain block keeps its low 4 bits in ql[64(c / 2) + 32t + l] at bit
+      // 4(c % 2) and its top 2 in qh[32(c / 2) + l] at bit 2(2(c % 2) + t).
+      for (size_t c = 0; c < 4; ++c) {
+        const uint8_t* ql = src + 64 * (c / 2);
+        const uint8_t* qh = src + 128 + 32 * (c / 2);
+        const int shift = 4 * static_cast<int>(c % 2);
+        const auto low = [&](size_t t, size_t l) { return (ql[32 * t + l] >> shift) & 0x0f; };
+        const auto top = [&](size_t t, size_t l) {
+          return (qh[l] >> (shift + 2 * static_cast<int>(t))) & 3;
+        };
+        uint8_t* chunk = dst + 144 + 384 * c;
+        for (size_t m = 0; m < 8; ++m) {
+          for (size_t j = 0; j < 4; ++j) {
+            const size_t l = 4 * m + j;
+            chunk[32 * m + 4 * i + j] = static_cast<uint8_t>(low(0, l) | (low(1, l) << 4));
+          }
+        }
+        for (size_t k = 0; k < 4; ++k) {
+          for (size_t j = 0; j < 4; ++j) {
+            const size_t l0 = 8 * k + j, l1 = 8 * k + 4 + j;
+            chunk[256 + 32 * k + 4 * i + j] = static_cast<uint8_t>(
+                top(0, l0) | (top(1, l0) << 2) | (top(0, l1) << 4) | (top(1, l1) << 6));
+          }
+        }
       }
     }
   }
