@@ -1,19 +1,20 @@
 // The AVX2 dot kernels of the grid i-quants (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S)
 // with Q8_K activations (built with -mavx2 -mfma -mf16c -ffp-contract=off; called only when
 // cpu_features() reports them): quant_dot_iquants_tiles.h's templates with the scaled pair sums
-// as madd + add.
+// as madd + add (in program order: simd_chain.h).
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/simd_chain.h"
 
 namespace tandem::kernels::detail {
 namespace {
 
 [[gnu::always_inline]] inline __m256i kq_madd_add(__m256i acc, __m256i p, __m256i s) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+  return chain_barrier(_mm256_add_epi32(acc, _mm256_madd_epi16(p, s)));
 }
 
 // The many-token passes: the pair sums (a row-lane form would need maddubs + madd per 4 elements

@@ -1,19 +1,20 @@
 // The AVX2 K-quant and IQ4_XS dot kernels of the weight-type table (built with -mavx2 -mfma -mf16c
 // -ffp-contract=off; called only when cpu_features() reports them): quant_dot_kquants_tiles.h's,
 // quant_dot_q2_q3_k_tiles.h's and quant_dot_iq4_xs_tiles.h's templates with the scaled pair sums
-// as madd + add.
+// as madd + add (in program order: simd_chain.h).
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/simd_chain.h"
 
 namespace tandem::kernels::detail {
 namespace {
 
 [[gnu::always_inline]] inline __m256i kq_madd_add(__m256i acc, __m256i p, __m256i s) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+  return chain_barrier(_mm256_add_epi32(acc, _mm256_madd_epi16(p, s)));
 }
 
 // The batched Q2_K / Q3_K tiles (quant_dot_q2_q3_k_batched.h): unscaled quants, maddubs then the

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/quant_dot_mxfp4_x8_tiles.h"
+#include "kernels/cpu/simd_chain.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -23,8 +24,10 @@ struct Avx2Isa {
     __m256i hi = _mm256_maddubs_epi16(w.hi[0], broadcast4(xb + 16));
 #pragma GCC unroll 4
     for (int k = 1; k < 4; ++k) {
-      lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w.lo[k], broadcast4(xb + 4 * k)));
-      hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w.hi[k], broadcast4(xb + 16 + 4 * k)));
+      lo = chain_barrier(
+          _mm256_add_epi16(lo, _mm256_maddubs_epi16(w.lo[k], broadcast4(xb + 4 * k))));
+      hi = chain_barrier(
+          _mm256_add_epi16(hi, _mm256_maddubs_epi16(w.hi[k], broadcast4(xb + 16 + 4 * k))));
     }
     const __m256i ones = _mm256_set1_epi16(1);
     return _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));

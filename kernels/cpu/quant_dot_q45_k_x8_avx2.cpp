@@ -1,14 +1,15 @@
 // AVX2 (+FMA +F16C) dot products of Q4_K and Q5_K weights in their interleaved x8 layouts with
 // Q8_K activations (quant_dot_q45_k_x8_tiles.h), bit-identical to dot_q4_k_scalar /
 // dot_q5_k_scalar: maddubs products summed in int16, one vpmaddwd by the sub-block scale per
-// chain. Built with -mavx2 -mfma -mf16c -ffp-contract=off but linked into binaries that run on any
-// x86-64: only the exported functions have external linkage.
+// chain (in program order: simd_chain.h). Built with -mavx2 -mfma -mf16c -ffp-contract=off but
+// linked into binaries that run on any x86-64: only the exported functions have external linkage.
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/simd_chain.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -27,7 +28,7 @@ struct Q45KX8Isa {
     return _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
   }
   static __m256i step(__m256i acc, __m256i w, __m256i x) {
-    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x));
+    return chain_barrier(_mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x)));
   }
   static __m256i merge(__m256i a, __m256i b) { return _mm256_add_epi16(a, b); }
   static __m256i finish(__m256i isum, __m256i acc, __m256i scale) {

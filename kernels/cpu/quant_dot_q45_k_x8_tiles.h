@@ -107,10 +107,13 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
   constexpr bool kHighBits = Format::kQuantMax > 15;
   constexpr int kExact = Q45KX8Isa::template exact_steps<Format::kQuantMax>();
   static_assert(kExact >= 4, "a chain of four steps must stay exact");
-  // Two chains of four steps where one chain of eight would not be exact; merged before the
-  // scale only where eight steps are.
-  constexpr int kChains = T < 4 || kExact < 8 ? 2 : 1;
+  // With one to three tokens, two chains of four steps (quads alternating between them): a single
+  // chain of eight steps waits on each step's latency. They are merged before the scale where
+  // eight steps stay exact, else each is scaled on its own. With four tokens one chain, scaled
+  // after every kFlush steps: a second set of chains would not fit the 16 registers.
+  constexpr int kChains = T < 4 ? 2 : 1;
   constexpr bool kMerge = kExact >= 8;
+  constexpr int kFlush = kExact >= 8 ? 8 : 4;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i bit4 = _mm256_set1_epi8(0x10);
   __m256 sum[T];
@@ -125,8 +128,6 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      // kChains independent sums per (token, sub-block), quads m alternating between them: with
-      // one or two tokens a single chain of eight steps waits on each step's latency.
       __m256i lo[T][kChains];
       __m256i hi[T][kChains];
 #pragma GCC unroll 4
@@ -159,13 +160,20 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
           const int8_t* xb = x.xq[t] + b * kSuper + 64 * c + 4 * m;
           lo[t][k] = Q45KX8Isa::step(lo[t][k], wl, broadcast4(xb));
           hi[t][k] = Q45KX8Isa::step(hi[t][k], wh, broadcast4(xb + 32));
+          if constexpr (kChains == 1) {
+            if ((m + 1) % kFlush == 0) {
+              isum[t] = Q45KX8Isa::finish(isum[t], lo[t][0], s.sc[2 * c]);
+              isum[t] = Q45KX8Isa::finish(isum[t], hi[t][0], s.sc[2 * c + 1]);
+              lo[t][0] = _mm256_setzero_si256();
+              hi[t][0] = _mm256_setzero_si256();
+            }
+          }
         }
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         if constexpr (kChains == 1) {
-          isum[t] = Q45KX8Isa::finish(isum[t], lo[t][0], s.sc[2 * c]);
-          isum[t] = Q45KX8Isa::finish(isum[t], hi[t][0], s.sc[2 * c + 1]);
+          // Scaled in the loop above.
         } else if constexpr (kMerge) {
           isum[t] = Q45KX8Isa::finish(isum[t], Q45KX8Isa::merge(lo[t][0], lo[t][1]), s.sc[2 * c]);
           isum[t] =

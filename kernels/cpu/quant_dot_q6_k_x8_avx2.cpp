@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/simd_chain.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -94,8 +95,10 @@ void Q6KX8Isa::block_sums(const uint8_t* blk, const int8_t* const* xq, const int
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         const int8_t* xb = xq[t] + 64 * c + 4 * m;
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pair_sums(lo0, lo1, xb), sl));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pair_sums(hi0, hi1, xb + 32), sh));
+        isum[t] = chain_barrier(
+            _mm256_add_epi32(isum[t], _mm256_madd_epi16(pair_sums(lo0, lo1, xb), sl)));
+        isum[t] = chain_barrier(
+            _mm256_add_epi32(isum[t], _mm256_madd_epi16(pair_sums(hi0, hi1, xb + 32), sh)));
       }
     }
   }
