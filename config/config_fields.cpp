@@ -208,9 +208,9 @@ const FieldDescriptor kFields[] = {
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::cpu_kernels>},
     {.section = "runtime", .name = "repack_weights",
      .doc = "At start, copy the CPU's weights whose type the CPU kernels compute faster in an "
-            "8-row interleaved layout into that layout (MXFP4, Q4_K, Q5_K and Q6_K experts and "
-            "dense matrices, on AVX2 and AVX-512; AMX keeps Q5_K and Q6_K rows): the same "
-            "results, faster, but those weights "
+            "8-row interleaved layout into that layout (MXFP4, Q8_0, Q4_K, Q5_K and Q6_K experts "
+            "and dense matrices on AVX2 and AVX-512, plus Q4_0, Q5_0 and IQ4_NL on AVX2; AMX "
+            "keeps Q5_K and Q6_K rows): the same results, faster, but those weights "
             "take memory twice until the page cache lets the mapped file go, and start-up copies "
             "them. false = compute from the checkpoint's mapping only.",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::repack_weights>},

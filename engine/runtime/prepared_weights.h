@@ -55,12 +55,12 @@ Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
                                         const model::ModelWeights& weights);
 
 // Gives each dense matrix that the active kernels compute faster in its type's interleaved layout
-// on `mode`'s path (kernels::interleaved_layout_preferred: Q4_K, Q5_K, Q6_K and MXFP4 wherever the
-// active variant has an x8 kernel) an owned interleaved copy (WeightMatrix::interleaved): the same
-// bits, read instead of the rows for any token count. Every layer matrix the role table marks
-// `bulk` (the projections, MLA's q_a / q_b / kv_a, shared experts, dense FFNs) and the lm head; the
-// embedding, the routers and the per-head MLA matrices keep their rows only. Returns the bytes
-// copied.
+// on `mode`'s path (kernels::interleaved_layout_preferred: the types whose weight-type table row
+// has an x8 kernel for the active variant) an owned interleaved copy (WeightMatrix::interleaved):
+// the same bits, read instead of the rows for any token count. Every layer matrix the role table
+// marks `bulk` (the projections, MLA's q_a / q_b / kv_a, shared experts, dense FFNs) and the lm
+// head; the embedding, the routers and the per-head MLA matrices keep their rows only. Returns the
+// bytes copied.
 size_t interleave_dense_matrices(PreparedWeights& w, kernels::MatmulActivations mode);
 
 }  // namespace tandem::runtime

@@ -275,21 +275,23 @@ __m256i row_sums(__m256i quad01, __m256i quad23) {
 }
 
 // Rows p[0..7] against kTokens activation rows (quants xq[t], scales xd[t], bias sums bias[t]);
-// acc lane r of token t ends as y[t][r]. out[t] receives the 8 sums (`valid` of them stored).
-// With `prefetch` (the group's first token tile) the same bytes of the next row group, next_group
-// bytes ahead, are prefetched into L2: rows are short (a few hundred bytes to a few KiB), so the
-// hardware prefetchers alone leave DRAM streaming at ~60% of what this reaches. Prefetches past
-// the matrix end are harmless (they never fault).
+// acc lane r of token t ends as y[t][r]; lanes [lane_begin, lane_end) are stored at out[t]. Row
+// i's block b is at p[i] + b * block_stride (quant_dot_legacy_walk.h). With `prefetch` (the
+// group's first token tile) the same bytes of the next row group, next_group bytes ahead, are
+// prefetched into L2: plain rows are short (a few hundred bytes to a few KiB), so the hardware
+// prefetchers alone leave DRAM streaming at ~60% of what this reaches. Prefetches past the matrix
+// end are harmless (they never fault).
 // Row pairs are (0, 4), (1, 5), (2, 6), (3, 7), which puts the final lanes in row order.
 template <typename Fmt, int kTokens>
-void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t next_group, size_t blocks,
-           const int8_t* const xq[kTokens], const float* const xd[kTokens],
-           const int32_t* const bias[kTokens], float* const out[kTokens], size_t valid) {
+void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t block_stride,
+           size_t next_group, size_t blocks, const int8_t* const xq[kTokens],
+           const float* const xd[kTokens], const int32_t* const bias[kTokens],
+           float* const out[kTokens], size_t lane_begin, size_t lane_end) {
   __m256 acc[kTokens];
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
-    const size_t off = b * Fmt::kBytes;
+    const size_t off = b * block_stride;
     if (prefetch && (b & 3) == 0) {
       // One line per row every 4 blocks (68 or 72 bytes; the hardware prefetcher fills the odd
       // line skipped).
@@ -327,52 +329,79 @@ void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t next_group,
   }
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) {
-    if (valid == kGroupRows) {
+    if (lane_begin == 0 && lane_end == kGroupRows) {
       _mm256_storeu_ps(out[t], acc[t]);
     } else {
       float lanes[kGroupRows];
       _mm256_storeu_ps(lanes, acc[t]);
-      for (size_t i = 0; i < valid; ++i) out[t][i] = lanes[i];
+      for (size_t i = lane_begin; i < lane_end; ++i) out[t][i - lane_begin] = lanes[i];
     }
   }
 }
 
-// The groups of legacy_dot_rows (quant_dot_legacy_walk.h).
+// The groups of quant_dot_legacy_walk.h. kPrefetch: whether a group's first token tile prefetches
+// the next group (plain rows: eight strided streams; the x8 interleave is one sequential run,
+// which the hardware prefetchers stream best, see quant_dot_x8_walk.h).
+template <bool kPrefetch>
 struct Avx2Groups {
   static constexpr size_t kRows = kGroupRows;
   template <typename Fmt, int T>
-  static void run(const uint8_t* const* p, bool first, size_t row_bytes, size_t blocks,
-                  const int8_t* const* xq, const float* const* xd, const int32_t* const* bias,
-                  float* const* out, size_t valid) {
-    rows8<Fmt, T>(p, first, kGroupRows * row_bytes, blocks, xq, xd, bias, out, valid);
+  static void run(const uint8_t* const* p, bool first, size_t block_stride, size_t row_bytes,
+                  size_t blocks, const int8_t* const* xq, const float* const* xd,
+                  const int32_t* const* bias, float* const* out, size_t lane_begin,
+                  size_t lane_end) {
+    rows8<Fmt, T>(p, kPrefetch && first, block_stride, kGroupRows * row_bytes, blocks, xq, xd, bias,
+                  out, lane_begin, lane_end);
   }
 };
+using RowGroups = Avx2Groups<true>;
+using X8Groups = Avx2Groups<false>;
 
 }  // namespace
 
 void dot_q8_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
-  legacy_dot_rows<Q8_0, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Q8_0, RowGroups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_q4_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
-  legacy_dot_rows<Q4_0, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Q4_0, RowGroups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_q5_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
-  legacy_dot_rows<Q5_0, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Q5_0, RowGroups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_mxfp4_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                     float* y, size_t y_stride) {
-  legacy_dot_rows<Mxfp4, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Mxfp4, RowGroups>(w, row_bytes, rows, x, y, y_stride);
 }
 
 void dot_iq4_nl_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride) {
-  legacy_dot_rows<Iq4Nl, Avx2Groups>(w, row_bytes, rows, x, y, y_stride);
+  legacy_dot_rows<Iq4Nl, RowGroups>(w, row_bytes, rows, x, y, y_stride);
+}
+
+void dot_q8_0_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                      const ActivationRows& x, float* y, size_t y_stride) {
+  legacy_dot_x8<Q8_0, X8Groups>(groups, row_begin, row_end, x, y, y_stride);
+}
+
+void dot_q4_0_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                      const ActivationRows& x, float* y, size_t y_stride) {
+  legacy_dot_x8<Q4_0, X8Groups>(groups, row_begin, row_end, x, y, y_stride);
+}
+
+void dot_q5_0_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                      const ActivationRows& x, float* y, size_t y_stride) {
+  legacy_dot_x8<Q5_0, X8Groups>(groups, row_begin, row_end, x, y, y_stride);
+}
+
+void dot_iq4_nl_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride) {
+  legacy_dot_x8<Iq4Nl, X8Groups>(groups, row_begin, row_end, x, y, y_stride);
 }
 
 }  // namespace tandem::kernels::detail

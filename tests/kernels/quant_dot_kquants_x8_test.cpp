@@ -18,6 +18,7 @@
 #include "kernels/cpu/weight_matrix.h"
 #include "kernels/cpu/weight_type_table.h"
 #include "tests/kernels/quant_dot_test_support.h"
+#include "tests/kernels/x8_test_support.h"
 
 namespace tandem::kernels {
 namespace {
@@ -27,55 +28,44 @@ using testing::put_fp16;
 
 constexpr size_t kSuper = 256;
 
-// One K-quant type with an x8 layout: its plain block size, where its fp16 scales sit, its plain
-// scalar reference, its repack and its x8 kernels (the SIMD ones with the variant that runs them).
+// One K-quant type with an x8 layout: its plain super-block size, where its fp16 scales sit, and
+// its kernels.
 struct X8Type {
-  const char* name;
-  TensorType type;
   size_t block_bytes;
   std::vector<size_t> fp16_offsets;
-  detail::QuantDotFn plain;
-  detail::RepackFn repack;
-  detail::InterleavedDotFn scalar_x8;
-  std::vector<std::pair<MatmulVariant, detail::InterleavedDotFn>> simd_x8;
+  testing::X8Kernels k;
 };
 
-#if defined(__x86_64__) || defined(_M_X64)
-#define TANDEM_X8_SIMD(fn) &detail::fn
-#else
-#define TANDEM_X8_SIMD(fn) nullptr
-#endif
-
-const X8Type kQ4K{"q4_K",
-                  TensorType::kQ4_K,
-                  144,
+const X8Type kQ4K{144,
                   {0, 2},
-                  &detail::dot_q4_k_scalar,
-                  &detail::repack_q4_k_x8,
-                  &detail::dot_q4_k_x8_scalar,
-                  {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q4_k_x8_avx2)},
-                   {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q4_k_x8_avx512_vnni)},
-                   {MatmulVariant::kAmx, TANDEM_X8_SIMD(dot_q4_k_x8_amx)}}};
+                  {"q4_K",
+                   TensorType::kQ4_K,
+                   &detail::dot_q4_k_scalar,
+                   &detail::repack_q4_k_x8,
+                   &detail::dot_q4_k_x8_scalar,
+                   {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q4_k_x8_avx2)},
+                    {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q4_k_x8_avx512_vnni)},
+                    {MatmulVariant::kAmx, TANDEM_X8_SIMD(dot_q4_k_x8_amx)}}}};
 
-const X8Type kQ5K{"q5_K",
-                  TensorType::kQ5_K,
-                  176,
+const X8Type kQ5K{176,
                   {0, 2},
-                  &detail::dot_q5_k_scalar,
-                  &detail::repack_q5_k_x8,
-                  &detail::dot_q5_k_x8_scalar,
-                  {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q5_k_x8_avx2)},
-                   {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q5_k_x8_avx512_vnni)}}};
+                  {"q5_K",
+                   TensorType::kQ5_K,
+                   &detail::dot_q5_k_scalar,
+                   &detail::repack_q5_k_x8,
+                   &detail::dot_q5_k_x8_scalar,
+                   {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q5_k_x8_avx2)},
+                    {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q5_k_x8_avx512_vnni)}}}};
 
-const X8Type kQ6K{"q6_K",
-                  TensorType::kQ6_K,
-                  210,
+const X8Type kQ6K{210,
                   {208},
-                  &detail::dot_q6_k_scalar,
-                  &detail::repack_q6_k_x8,
-                  &detail::dot_q6_k_x8_scalar,
-                  {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q6_k_x8_avx2)},
-                   {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q6_k_x8_avx512_vnni)}}};
+                  {"q6_K",
+                   TensorType::kQ6_K,
+                   &detail::dot_q6_k_scalar,
+                   &detail::repack_q6_k_x8,
+                   &detail::dot_q6_k_x8_scalar,
+                   {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q6_k_x8_avx2)},
+                    {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q6_k_x8_avx512_vnni)}}}};
 
 // rows x blocks random super-blocks of type k (plain rows, packed), fp16 scales in [0.001, 0.01];
 // with `extremes`, every other byte 0xff (Q4_K: quants 15, scales and mins 63).
@@ -92,37 +82,6 @@ std::vector<uint8_t> random_blocks(const X8Type& k, size_t rows, size_t blocks, 
   return w;
 }
 
-std::vector<uint8_t> repacked(const X8Type& k, const std::vector<uint8_t>& w, size_t rows,
-                              size_t blocks) {
-  std::vector<uint8_t> groups((rows + 7) / 8 * 8 * blocks * k.block_bytes, 0xa5);
-  k.repack(w.data(), blocks * k.block_bytes, rows, groups.data());
-  return groups;
-}
-
-// The interleaved kernels to check: the scalar one and each SIMD one this CPU runs, whether or not
-// the weight-type table uses it (it does where interleaved_layout_preferred measured faster).
-struct X8Kernel {
-  std::string name;
-  detail::InterleavedDotFn fn;
-};
-
-std::vector<X8Kernel> x8_kernels(const X8Type& k) {
-  const WeightTypeKernels* row = weight_type_kernels(k.type);
-  REQUIRE(row != nullptr);
-  REQUIRE(row->interleave == k.repack);
-  std::vector<X8Kernel> out{{std::string(k.name) + " scalar", k.scalar_x8}};
-  for (const auto& [variant, fn] : k.simd_x8) {
-    if (fn == nullptr) continue;
-    if (!matmul_variant_supported(variant)) {
-      WARN(k.name << " x8 " << matmul_variant_name(variant)
-                  << " kernel skipped: this CPU cannot run it");
-      continue;
-    }
-    out.push_back({std::string(k.name) + " " + std::string(matmul_variant_name(variant)), fn});
-  }
-  return out;
-}
-
 // The 6-bit (scale, min) of sub-block j of a plain Q4_K block's 12 packed bytes (the GGUF rule).
 int plain_scale(const uint8_t* s, int j) {
   return j < 4 ? s[j] & 63 : (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
@@ -136,7 +95,7 @@ TEST_CASE("Q4_K x8 repack puts every value where the layout says", "[kernels]") 
   for (const size_t rows : {1u, 8u, 13u}) {
     const size_t blocks = 2;
     const std::vector<uint8_t> w = random_blocks(kQ4K, rows, blocks, false, rng);
-    const std::vector<uint8_t> g = repacked(kQ4K, w, rows, blocks);
+    const std::vector<uint8_t> g = testing::repacked(kQ4K.k, w, rows, blocks * kQ4K.block_bytes);
     for (size_t r = 0; r < (rows + 7) / 8 * 8; ++r) {
       for (size_t b = 0; b < blocks; ++b) {
         INFO("rows " << rows << " row " << r << " super-block " << b);
@@ -171,7 +130,7 @@ TEST_CASE("Q5_K x8 repack puts every value where the layout says", "[kernels]") 
   for (const size_t rows : {1u, 8u, 13u}) {
     const size_t blocks = 2;
     const std::vector<uint8_t> w = random_blocks(kQ5K, rows, blocks, false, rng);
-    const std::vector<uint8_t> g = repacked(kQ5K, w, rows, blocks);
+    const std::vector<uint8_t> g = testing::repacked(kQ5K.k, w, rows, blocks * kQ5K.block_bytes);
     for (size_t r = 0; r < (rows + 7) / 8 * 8; ++r) {
       for (size_t b = 0; b < blocks; ++b) {
         INFO("rows " << rows << " row " << r << " super-block " << b);
@@ -223,7 +182,7 @@ TEST_CASE("Q6_K x8 repack puts every value where the layout says", "[kernels]") 
   for (const size_t rows : {1u, 8u, 13u}) {
     const size_t blocks = 2;
     const std::vector<uint8_t> w = random_blocks(kQ6K, rows, blocks, false, rng);
-    const std::vector<uint8_t> g = repacked(kQ6K, w, rows, blocks);
+    const std::vector<uint8_t> g = testing::repacked(kQ6K.k, w, rows, blocks * kQ6K.block_bytes);
     for (size_t r = 0; r < (rows + 7) / 8 * 8; ++r) {
       for (size_t b = 0; b < blocks; ++b) {
         INFO("rows " << rows << " row " << r << " super-block " << b);
@@ -252,40 +211,10 @@ TEST_CASE("Q6_K x8 repack puts every value where the layout says", "[kernels]") 
   }
 }
 
-// Every kernel of type k against its plain scalar reference: rows [row_begin, row_end) of `rows`,
-// bit-identical, and nothing outside the written elements touched.
-void check_kernels(const X8Type& k, const std::vector<X8Kernel>& kernels,
-                   const std::vector<uint8_t>& w, size_t rows, size_t blocks, size_t row_begin,
-                   size_t row_end, const ActivationRows& x) {
-  const size_t n = row_end - row_begin;
-  const size_t y_stride = n + 3;
-  std::vector<float> want(x.n_tokens * y_stride, NAN);
-  k.plain(w.data() + row_begin * blocks * k.block_bytes, blocks * k.block_bytes, n, x, want.data(),
-          y_stride);
-  const std::vector<uint8_t> g = repacked(k, w, rows, blocks);
-  for (const X8Kernel& kernel : kernels) {
-    std::vector<float> got(x.n_tokens * y_stride, NAN);
-    kernel.fn(g.data(), row_begin, row_end, x, got.data(), y_stride);
-    size_t mismatches = 0;
-    size_t touched = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (i % y_stride < n) {
-        mismatches += bits_of(got[i]) != bits_of(want[i]) ? 1 : 0;
-      } else {
-        touched += std::isnan(got[i]) ? 0 : 1;
-      }
-    }
-    INFO(kernel.name << ": rows " << rows << " [" << row_begin << ", " << row_end
-                     << "), super-blocks " << blocks << ", tokens " << x.n_tokens);
-    CHECK(mismatches == 0);
-    CHECK(touched == 0);
-  }
-}
-
 TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar references", "[kernels]") {
   const size_t kRows[] = {8, 16, 1, 7, 9, 24, 33, 64, 15, 40};
   for (const X8Type* k : {&kQ4K, &kQ5K, &kQ6K}) {
-    const std::vector<X8Kernel> kernels = x8_kernels(*k);
+    const std::vector<testing::NamedX8Kernel> kernels = testing::x8_kernels(k->k);
     std::mt19937 rng(41);
     for (size_t c = 0; c < 40; ++c) {
       const size_t blocks = 1 + c % 8;
@@ -294,9 +223,12 @@ TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar referen
       const std::vector<uint8_t> w = random_blocks(*k, rows, blocks, false, rng);
       const QuantizedActivations a =
           testing::random_activations(ActivationFormat::kQ8_K, n_tokens, blocks * kSuper, rng);
-      check_kernels(*k, kernels, w, rows, blocks, 0, rows, view_of(a));
+      testing::check_x8_kernels(k->k, kernels, w, rows, blocks * k->block_bytes, 0, rows,
+                                view_of(a));
       // A range that starts and ends inside groups.
-      if (rows > 2) check_kernels(*k, kernels, w, rows, blocks, 1, rows - 1, view_of(a));
+      if (rows > 2)
+        testing::check_x8_kernels(k->k, kernels, w, rows, blocks * k->block_bytes, 1, rows - 1,
+                                  view_of(a));
     }
   }
 }
@@ -305,7 +237,7 @@ TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar referen
 // tokens, chunks of 128 tokens, rows outside whole pairs of groups).
 TEST_CASE("K-quant x8 dot products over many tokens are bit-identical", "[kernels]") {
   for (const X8Type* k : {&kQ4K, &kQ5K, &kQ6K}) {
-    const std::vector<X8Kernel> kernels = x8_kernels(*k);
+    const std::vector<testing::NamedX8Kernel> kernels = testing::x8_kernels(k->k);
     std::mt19937 rng(53);
     const struct {
       size_t rows, blocks, n_tokens, row_begin, row_end;
@@ -315,14 +247,15 @@ TEST_CASE("K-quant x8 dot products over many tokens are bit-identical", "[kernel
       const std::vector<uint8_t> w = random_blocks(*k, c.rows, c.blocks, false, rng);
       const QuantizedActivations a =
           testing::random_activations(ActivationFormat::kQ8_K, c.n_tokens, c.blocks * kSuper, rng);
-      check_kernels(*k, kernels, w, c.rows, c.blocks, c.row_begin, c.row_end, view_of(a));
+      testing::check_x8_kernels(k->k, kernels, w, c.rows, c.blocks * k->block_bytes, c.row_begin,
+                                c.row_end, view_of(a));
     }
   }
 }
 
 TEST_CASE("K-quant x8 dot products at the integer extremes", "[kernels]") {
   for (const X8Type* k : {&kQ4K, &kQ5K, &kQ6K}) {
-    const std::vector<X8Kernel> kernels = x8_kernels(*k);
+    const std::vector<testing::NamedX8Kernel> kernels = testing::x8_kernels(k->k);
     std::mt19937 rng(43);
     for (const float v : {1.0f, -1.0f}) {
       const size_t rows = 24;
@@ -332,19 +265,20 @@ TEST_CASE("K-quant x8 dot products at the integer extremes", "[kernels]") {
       const std::vector<float> x(20 * blocks * kSuper, v);
       const QuantizedActivations a =
           testing::quantize(ActivationFormat::kQ8_K, x, 20, blocks * kSuper);
-      check_kernels(*k, kernels, w, rows, blocks, 0, rows, view_of(a));
+      testing::check_x8_kernels(k->k, kernels, w, rows, blocks * k->block_bytes, 0, rows,
+                                view_of(a));
     }
   }
 }
 
 TEST_CASE("matmul_rows on interleaved K-quant matrices matches the plain rows", "[kernels]") {
   for (const X8Type* k : {&kQ4K, &kQ5K, &kQ6K}) {
-    INFO(k->name);
+    INFO(k->k.name);
     std::mt19937 rng(47);
     const size_t rows = 40;
     const size_t blocks = 3;
     const std::vector<uint8_t> w = random_blocks(*k, rows, blocks, false, rng);
-    auto plain = make_weight_matrix(k->type, w, rows, blocks * kSuper);
+    auto plain = make_weight_matrix(k->k.type, w, rows, blocks * kSuper);
     REQUIRE(plain.ok());
     std::vector<uint8_t> buffer(interleaved_bytes(*plain));
     const WeightMatrix inter = interleave_rows8(*plain, buffer);

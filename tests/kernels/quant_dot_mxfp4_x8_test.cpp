@@ -249,7 +249,7 @@ TEST_CASE("matmul_rows on an interleaved MXFP4 matrix equals the plain rows in e
     set_matmul_variant(v);
     INFO(matmul_variant_name(v));
     CHECK(interleaved_layout_preferred(TensorType::kMXFP4) == (v != MatmulVariant::kScalar));
-    CHECK_FALSE(interleaved_layout_preferred(TensorType::kQ8_0));
+    CHECK_FALSE(interleaved_layout_preferred(TensorType::kQ2_K));  // plain rows only
     // The whole matrix and ranges that start and end inside groups.
     for (const auto& [r0, r1] : {std::pair<size_t, size_t>{0, kRows}, {5, 37}, {16, 45}, {9, 10}}) {
       INFO("rows " << r0 << ".." << r1);

@@ -1,0 +1,85 @@
+// The x8 block interleave of Q8_0, Q4_0, Q5_0 and IQ4_NL (quant_dot.h): the repack and the scalar
+// dot products, which gather each row's blocks back into a plain row and run the plain scalar
+// reference on it (the SIMD kernels read the interleave in place).
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/activation_rows.h"
+#include "kernels/cpu/quant_dot.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+constexpr size_t kGroupRows = 8;
+constexpr size_t kBlockElements = 32;
+
+template <size_t kBytes>
+void repack_blocks8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
+  const size_t blocks = row_bytes / kBytes;
+  const size_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
+  for (size_t g = 0; g < n_groups; ++g) {
+    uint8_t* out = groups + g * kGroupRows * row_bytes;
+    for (size_t b = 0; b < blocks; ++b) {
+      for (size_t i = 0; i < kGroupRows; ++i, out += kBytes) {
+        const size_t r = g * kGroupRows + i;
+        if (r < rows) {
+          std::memcpy(out, w + r * row_bytes + b * kBytes, kBytes);
+        } else {
+          std::memset(out, 0, kBytes);  // padding row: scale 0
+        }
+      }
+    }
+  }
+}
+
+template <size_t kBytes, QuantDotFn kPlain>
+void dot_blocks8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride) {
+  const size_t blocks = x.cols / kBlockElements;
+  const size_t row_bytes = blocks * kBytes;
+  std::vector<uint8_t> row(row_bytes);
+  for (size_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* first =
+        groups + r / kGroupRows * kGroupRows * row_bytes + r % kGroupRows * kBytes;
+    for (size_t b = 0; b < blocks; ++b) {
+      std::memcpy(row.data() + b * kBytes, first + b * kGroupRows * kBytes, kBytes);
+    }
+    kPlain(row.data(), row_bytes, 1, x, y + (r - row_begin), y_stride);
+  }
+}
+
+}  // namespace
+
+void repack_q8_0_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
+  repack_blocks8<34>(w, row_bytes, rows, groups);
+}
+void repack_q4_0_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
+  repack_blocks8<18>(w, row_bytes, rows, groups);
+}
+void repack_q5_0_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
+  repack_blocks8<22>(w, row_bytes, rows, groups);
+}
+void repack_iq4_nl_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
+  repack_blocks8<18>(w, row_bytes, rows, groups);
+}
+
+void dot_q8_0_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride) {
+  dot_blocks8_scalar<34, dot_q8_0_scalar>(groups, row_begin, row_end, x, y, y_stride);
+}
+void dot_q4_0_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride) {
+  dot_blocks8_scalar<18, dot_q4_0_scalar>(groups, row_begin, row_end, x, y, y_stride);
+}
+void dot_q5_0_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                        const ActivationRows& x, float* y, size_t y_stride) {
+  dot_blocks8_scalar<22, dot_q5_0_scalar>(groups, row_begin, row_end, x, y, y_stride);
+}
+void dot_iq4_nl_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                          const ActivationRows& x, float* y, size_t y_stride) {
+  dot_blocks8_scalar<18, dot_iq4_nl_scalar>(groups, row_begin, row_end, x, y, y_stride);
+}
+
+}  // namespace tandem::kernels::detail
