@@ -52,6 +52,20 @@ void scores_tile(const float* q, const float* k, size_t k_stride, size_t dim, fl
       for (size_t r = 0; r < R; ++r) acc[h][r] = _mm256_fmadd_ps(qv, kv[r], acc[h][r]);
     }
   }
+  if (n8 == dim) {
+    __m256 sums[H * R];
+    float* out[H * R];
+#pragma GCC unroll 8
+    for (size_t h = 0; h < H; ++h) {
+#pragma GCC unroll 8
+      for (size_t r = 0; r < R; ++r) {
+        sums[h * R + r] = acc[h][r];
+        out[h * R + r] = scores + h * stride + r;
+      }
+    }
+    finish_dots(sums, out, scale);
+    return;
+  }
 #pragma GCC unroll 8
   for (size_t h = 0; h < H; ++h) {
 #pragma GCC unroll 8

@@ -68,6 +68,23 @@ void scores_tile(const float* q, const float* k, size_t k_stride, bool lone_last
       for (size_t p = 0; p < P; ++p) acc[h][p] = _mm512_fmadd_ps(qv, kv[p], acc[h][p]);
     }
   }
+  if (n8 == dim) {
+    __m256 sums[2 * H * P];
+    float* out[2 * H * P];
+#pragma GCC unroll 8
+    for (size_t h = 0; h < H; ++h) {
+#pragma GCC unroll 8
+      for (size_t p = 0; p < P; ++p) {
+        sums[2 * (h * P + p)] = _mm512_castps512_ps256(acc[h][p]);
+        sums[2 * (h * P + p) + 1] = upper_half(acc[h][p]);
+        out[2 * (h * P + p)] = scores + h * stride + 2 * p;
+        out[2 * (h * P + p) + 1] =
+            lone_last && p + 1 == P ? nullptr : scores + h * stride + 2 * p + 1;
+      }
+    }
+    finish_dots(sums, out, scale);
+    return;
+  }
 #pragma GCC unroll 8
   for (size_t h = 0; h < H; ++h) {
     const float* qh = q + h * dim;

@@ -1,9 +1,10 @@
 // The parts of the SIMD attention row kernels (attention_rows.h) that do not depend on the vector
 // width, shared by attention_rows_avx2.cpp and attention_rows_avx512.cpp: dot_f32's final
-// reduction, the value sums of H heads x D column blocks held in registers over all the rows, and
-// the walk over head blocks of 8, 4, 2 and 1 (H x P = kChains independent chains per pass). Each
-// file includes it under its own -m flags after defining, in tandem::kernels::detail's anonymous
-// namespace, a struct Vec with:
+// reduction (one product at a time, or four at once through hadd where there is no tail), the value
+// sums of H heads x D column blocks held in registers over all the rows, and the walk over head
+// blocks of 8, 4, 2 and 1 (H x P = kChains independent chains per pass). Each file includes it
+// under its own -m flags after defining, in tandem::kernels::detail's anonymous namespace, a struct
+// Vec with:
 //   using T (the register type); static constexpr size_t kWidth (floats per register);
 //   static T load(const float*), set1(float), fma(T a, T b, T c) (a * b + c, one rounding);
 //   static void store(float*, T).
@@ -30,6 +31,38 @@ constexpr size_t kChains = 8;  // independent accumulators per pass
   _mm256_storeu_ps(lane, acc);
   for (size_t i = n8; i < dim; ++i) lane[i % 8] = std::fma(a[i], b[i], lane[i % 8]);
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// Four of those reductions at once for dot products without a tail (dim a multiple of 8): lane i
+// of the result is ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)) of the i-th argument's lanes
+// v, the same adds in the same order (hadd adds adjacent lanes exactly as the scalar adds do).
+[[gnu::always_inline]] inline __m128 finish_dots4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+// N dot products without a tail, sums[i] holding the 8 partial sums of product i: *out[i] =
+// scale * its reduction, or nothing where out[i] is null. Four at a time through finish_dots4
+// (the per-product store-and-add of finish_dot cost about as much as the products of a 128-float
+// head), the rest one by one.
+template <size_t N>
+[[gnu::always_inline]] inline void finish_dots(const __m256 (&sums)[N], float* const (&out)[N],
+                                               float scale) {
+  size_t i = 0;
+#pragma GCC unroll 8
+  for (; i + 4 <= N; i += 4) {
+    alignas(16) float lane[4];
+    _mm_store_ps(lane, _mm_mul_ps(_mm_set1_ps(scale),
+                                  finish_dots4(sums[i], sums[i + 1], sums[i + 2], sums[i + 3])));
+#pragma GCC unroll 4
+    for (size_t j = 0; j < 4; ++j) {
+      if (out[i + j] != nullptr) *out[i + j] = lane[j];
+    }
+  }
+#pragma GCC unroll 4
+  for (; i < N; ++i) {
+    if (out[i] != nullptr) *out[i] = scale * finish_dot(sums[i], nullptr, nullptr, 0, 0);
+  }
 }
 
 // Heads [0, H) x column blocks [0, D) (Vec::kWidth floats each) at column d0, over all rows in

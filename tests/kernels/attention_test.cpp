@@ -371,7 +371,7 @@ TEST_CASE("attention's AVX2 and AVX-512 row kernels give the scalar ones' bits",
   if (!avx512) WARN("attention AVX-512 row kernels skipped: no AVX-512 on this CPU");
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (const size_t dim : {1, 7, 8, 16, 37, 64, 576}) {
+  for (const size_t dim : {1, 7, 8, 16, 37, 64, 128, 576}) {
     // Head counts and row runs that take every blocking (8 heads, 4, 2, 1 and their row and
     // column remainders).
     for (const size_t heads : {1, 2, 3, 5, 8, 13, 16}) {
