@@ -2,6 +2,9 @@
 // taking part.
 #include "base/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -35,11 +38,25 @@ bool spin_until(Done done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
-  size_t n = n_threads > 0 ? static_cast<size_t>(n_threads) : std::thread::hardware_concurrency();
-  n = std::max<size_t>(1, n);
+size_t ThreadPool::thread_count(int n_threads) {
+  const size_t n =
+      n_threads > 0 ? static_cast<size_t>(n_threads) : std::thread::hardware_concurrency();
+  return std::max<size_t>(1, n);
+}
+
+ThreadPool::ThreadPool(int n_threads) : ThreadPool(n_threads, {}) {}
+
+ThreadPool::ThreadPool(int n_threads, const std::vector<int>& thread_cpus) {
+  const size_t n = thread_count(n_threads);
   workers_.reserve(n - 1);
-  for (size_t i = 0; i + 1 < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (size_t i = 0; i + 1 < n; ++i) {
+    workers_.emplace_back([this] { worker_loop(); });
+    if (thread_cpus.empty()) continue;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(thread_cpus[(i + 1) % thread_cpus.size()], &set);
+    if (pthread_setaffinity_np(workers_.back().native_handle(), sizeof(set), &set) == 0) ++pinned_;
+  }
 }
 
 ThreadPool::~ThreadPool() {

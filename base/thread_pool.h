@@ -40,6 +40,15 @@ class ThreadPool {
   // n_threads <= 0 means std::thread::hardware_concurrency() (at least 1). n_threads == 1 runs
   // everything on the calling thread.
   explicit ThreadPool(int n_threads);
+  // The same, with worker i (i = 1 .. n - 1; thread 0 is the caller, which the pool leaves alone)
+  // pinned to CPU thread_cpus[i % thread_cpus.size()] (numa.h's spread_over_nodes); empty
+  // thread_cpus pins nothing. A pin the system refuses leaves that worker unpinned
+  // (pinned_workers() counts the others).
+  ThreadPool(int n_threads, const std::vector<int>& thread_cpus);
+  // The thread count a pool of n_threads gets (the caller included).
+  static size_t thread_count(int n_threads);
+  // Workers pinned to a CPU.
+  size_t pinned_workers() const { return pinned_; }
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -59,6 +68,7 @@ class ThreadPool {
   void run_chunks();
 
   std::vector<std::thread> workers_;
+  size_t pinned_ = 0;
   std::mutex mutex_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;

@@ -83,6 +83,7 @@ struct RuntimeConfig {
   int cuda_device = 0;  // CUDA device ordinal (after CUDA_VISIBLE_DEVICES).
   CpuKernels cpu_kernels = CpuKernels::kAuto;
   bool repack_weights = true;
+  bool numa = true;
 };
 
 struct LoggingConfig {

@@ -214,6 +214,14 @@ const FieldDescriptor kFields[] = {
             "take memory twice until the page cache lets the mapped file go, and start-up copies "
             "them. false = compute from the checkpoint's mapping only.",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::repack_weights>},
+    {.section = "runtime", .name = "numa",
+     .doc = "On a machine with several NUMA nodes: pin the CPU worker threads, spread evenly over "
+            "the nodes, and interleave the pages of the repacked expert copies over the nodes, "
+            "so that every socket's memory serves a share of each expert; the start-up log says "
+            "what was done. A single-node machine is left alone either way. The checkpoint's "
+            "mapped pages are placed by the system (run under numactl --interleave=all to spread "
+            "them too). false = no pinning, pages where first written.",
+     .ref = &member_ref<&Config::runtime, &RuntimeConfig::numa>},
 
     {.section = "logging", .name = "level",
      .doc = "Least severe level written. info logs one line per request; nothing per token is "

@@ -12,6 +12,8 @@
 #include <span>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "base/check.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/vector_ops.h"
@@ -135,7 +137,7 @@ void CpuExpertWorker::FreeBuffer::operator()(uint8_t* p) const {
   std::free(p);
 }
 
-Status CpuExpertWorker::interleave_layer(size_t layer) {
+Status CpuExpertWorker::interleave_layer(size_t layer, const NumaTopology* numa) {
   constexpr size_t kAlign = 64;  // each copy starts on a cache line
   // The buffer is 2 MiB aligned (so the kernel may back it with transparent huge pages where the
   // system enables them for all memory). It is not asked for them with MADV_HUGEPAGE: on the
@@ -162,6 +164,15 @@ Status CpuExpertWorker::interleave_layer(size_t layer) {
                                     " bytes for the interleaved expert copies");
   }
   uint8_t* base = buffer.get();
+  // Untouched yet (aligned_alloc of this size maps fresh pages): the policy decides where each
+  // page lands when the copy below first writes it.
+  if (numa != nullptr) {
+    const Status placed = interleave_over_nodes(base, size, *numa);
+    if (!placed.ok()) {
+      spdlog::warn("layer {}: the expert copies stay where first written: {}", layer,
+                   placed.message());
+    }
+  }
   std::vector<std::span<const uint8_t>> sources;  // the plain bytes of each matrix
   for (const kernels::WeightMatrix* w : matrices) {
     sources.emplace_back(w->data, w->rows * w->row_bytes);
@@ -187,11 +198,9 @@ Status CpuExpertWorker::interleave_layer(size_t layer) {
   return Status();
 }
 
-Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(const model::ModelSpec& spec,
-                                                                 const model::ModelWeights& weights,
-                                                                 ThreadPool* pool,
-                                                                 kernels::MatmulActivations mode,
-                                                                 bool interleave) {
+Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(
+    const model::ModelSpec& spec, const model::ModelWeights& weights, ThreadPool* pool,
+    kernels::MatmulActivations mode, bool interleave, const NumaTopology* numa) {
   std::unique_ptr<CpuExpertWorker> worker(new CpuExpertWorker());
   worker->pool_ = pool;
   worker->mode_ = mode;
@@ -230,7 +239,7 @@ Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(const model::Mo
   worker->interleaved_.resize(weights.layers.size());
   if (interleave) {
     for (size_t l = 0; l < weights.layers.size(); ++l) {
-      TANDEM_RETURN_IF_ERROR(worker->interleave_layer(l));
+      TANDEM_RETURN_IF_ERROR(worker->interleave_layer(l, numa));
     }
   }
   return worker;

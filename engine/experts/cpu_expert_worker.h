@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/numa.h"
 #include "base/result.h"
 #include "base/thread_pool.h"
 #include "engine/experts/expert_worker.h"
@@ -51,12 +52,11 @@ struct ExpertMatrices {
 class CpuExpertWorker final : public ExpertWorker {
  public:
   // INVALID_ARGUMENT / UNIMPLEMENTED when an expert matrix has a type or size the kernels refuse.
-  // The interleaved copies are made on the pool (parallel_for; same thread rules as run()).
-  static Result<std::unique_ptr<CpuExpertWorker>> create(const model::ModelSpec& spec,
-                                                         const model::ModelWeights& weights,
-                                                         ThreadPool* pool,
-                                                         kernels::MatmulActivations mode,
-                                                         bool interleave = true);
+  // The interleaved copies are made on the pool (parallel_for; same thread rules as run()); with
+  // `numa` (several nodes), their pages are interleaved over its nodes before they are written.
+  static Result<std::unique_ptr<CpuExpertWorker>> create(
+      const model::ModelSpec& spec, const model::ModelWeights& weights, ThreadPool* pool,
+      kernels::MatmulActivations mode, bool interleave = true, const NumaTopology* numa = nullptr);
 
   // Bytes of the interleaved expert copies the worker owns (0 without them).
   size_t interleaved_bytes() const { return interleaved_bytes_; }
@@ -68,7 +68,8 @@ class CpuExpertWorker final : public ExpertWorker {
  private:
   CpuExpertWorker() = default;
   // Replaces the layer's views that interleaves() picks by interleaved copies in one owned buffer.
-  Status interleave_layer(size_t layer);
+  // numa: interleave the buffer's pages over its nodes first (null: first touch).
+  Status interleave_layer(size_t layer, const NumaTopology* numa);
   // item(i) for i < n_items over the pool (one item per chunk).
   void run_parallel(size_t n_items, const std::function<void(size_t)>& item);
 

@@ -54,6 +54,9 @@ struct EngineOptions {
   // The CPU runner's interleaved copies of the expert and dense matrices whose kernels prefer
   // them (runtime::RunnerOptions::interleave_experts / interleave_dense).
   bool repack_weights = true;
+  // Pin the CPU threads and interleave the expert copies over the NUMA nodes where there are
+  // several (runtime::RunnerOptions::numa).
+  bool numa = true;
   // Scheduler limits; limits.context_length is set from the model and context_length above.
   runtime::SchedulerLimits limits;
   uint64_t kv_cache_bytes = uint64_t{1} << 30;

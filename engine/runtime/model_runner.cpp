@@ -8,6 +8,9 @@
 #include <string>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
+#include "base/numa.h"
 #include "engine/runtime/paged_kv_cache.h"
 
 namespace tandem::runtime {
@@ -96,10 +99,30 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
   r->mode_ = options.quantized_activations ? kernels::MatmulActivations::kQuantized
                                            : kernels::MatmulActivations::kFloat;
   if (options.interleave_dense) interleave_dense_matrices(r->weights_, r->mode_);
-  r->pool_ = std::make_unique<ThreadPool>(options.threads);
-  TANDEM_ASSIGN_OR_RETURN(r->cpu_worker_,
-                          experts::CpuExpertWorker::create(spec, weights, r->pool_.get(), r->mode_,
-                                                           options.interleave_experts));
+  NumaTopology numa;
+  if (options.numa) {
+    Result<NumaTopology> topology = read_numa_topology();
+    if (topology.ok()) {
+      numa = std::move(*topology);
+    } else {
+      spdlog::warn("NUMA: {}; threads and memory left to the system", topology.status().message());
+    }
+  }
+  const bool multi_node = numa.nodes() > 1;
+  r->pool_ = std::make_unique<ThreadPool>(
+      options.threads, multi_node
+                           ? spread_over_nodes(numa, ThreadPool::thread_count(options.threads))
+                           : std::vector<int>{});
+  if (multi_node) {
+    spdlog::info(
+        "NUMA: {} nodes; {} of {} pool workers pinned, spread evenly over them; the interleaved "
+        "expert copies' pages interleaved over them (runtime.numa)",
+        numa.nodes(), r->pool_->pinned_workers(), r->pool_->n_threads() - 1);
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      r->cpu_worker_,
+      experts::CpuExpertWorker::create(spec, weights, r->pool_.get(), r->mode_,
+                                       options.interleave_experts, multi_node ? &numa : nullptr));
   r->moe_ = std::make_unique<experts::MoeLayer>(
       std::vector<experts::ExpertWorker*>{r->cpu_worker_.get()});
   r->cpu_dense_ =

@@ -39,6 +39,10 @@ struct RunnerOptions {
   bool interleave_experts = true;
   // The same for the dense matrices the runner computes with (interleave_dense_matrices).
   bool interleave_dense = true;
+  // On a machine with several NUMA nodes (base/numa.h): the pool's workers pinned, spread evenly
+  // over the nodes, and the pages of the interleaved expert copies interleaved over them. One
+  // node: nothing. false: neither (config runtime.numa).
+  bool numa = true;
 };
 
 // The forward pass over all tokens of the batch at once, one layer loop for every device:

@@ -29,6 +29,7 @@ TEST_CASE("engine_options carries every engine setting of the configuration", "[
   c.runtime.kv_cache_bytes = 4096;
   c.runtime.prefix_caching = false;
   c.runtime.repack_weights = false;
+  c.runtime.numa = false;
   c.server.max_running_requests = 5;
   c.server.max_queued_requests = 6;
   const engine::EngineOptions o = engine_options(c);
@@ -50,6 +51,7 @@ TEST_CASE("engine_options carries every engine setting of the configuration", "[
   CHECK(o.kv_cache_bytes == 4096);
   CHECK_FALSE(o.prefix_caching);
   CHECK_FALSE(o.repack_weights);
+  CHECK_FALSE(o.numa);
   CHECK(o.queue_capacity == 11);  // waiting beyond a full batch, plus the batch
   CHECK(o.watch_files);
   c.runtime.dense_device = config::DenseDevice::kAuto;
