@@ -11,6 +11,9 @@
 # ROUNDS (default 1) repeats the whole round, so that a run on a shared machine shows its spread.
 # LLAMACPP_BIN=DIR runs llama-bench and llama-batched-bench from DIR instead of the anchor's build
 # (e.g. an AVX2-only build of the same llama.cpp source, beside TANDEM_CPU_KERNELS=avx2).
+# LONG=N adds, once per round, a long context: llama-bench pp N and tg32 at depth N beside tandem
+# bench's prefill of N tokens and its 32 decode steps after them (N + 32 must fit the model's
+# context).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=$1
@@ -37,6 +40,14 @@ for r in $(seq 1 "$rounds"); do
   echo "== round $r: tandem bench pp512"
   "$tandem" bench --model "$model" --prompt-tokens 512 --gen-tokens 0 --threads "$threads" |
     grep -E "prefill"
+  if [ -n "${LONG:-}" ]; then
+    echo "== round $r: long context, llama.cpp pp$LONG and tg32 @ d$LONG"
+    llama llama-bench -m "$model" -p "$LONG" -n 32 -d 0,"$LONG" -t "$threads" -r 1 2>/dev/null |
+      grep -E "pp$LONG |tg32 @"
+    echo "== round $r: long context, tandem bench pp$LONG + tg32"
+    "$tandem" bench --model "$model" --prompt-tokens "$LONG" --gen-tokens 32 --threads "$threads" |
+      grep -E "prefill|decode:"
+  fi
   echo "== round $r: llama.cpp llama-batched-bench (1 and 16 sequences)"
   llama llama-batched-bench -m "$model" -c 4096 -npp 32 -ntg 32 -npl 1,16 -t "$threads" \
     2>/dev/null | grep -E "^\|"
