@@ -1,8 +1,10 @@
 // `tandem bench`: prefill and decode throughput of the CPU forward pass.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,9 @@ void print_bench_usage(std::FILE* out) {
       "pool of --split-threads T threads (default 1), running beside the first.\n"
       "--dense-gpu: attention, norms, routers, shared experts, the head and the KV\n"
       "cache on CUDA device 0, as tandemd's runtime.dense_device (CUDA builds only).\n"
+      "--repeat N: one untimed warm-up (the prompt, then one decode step) and N timed\n"
+      "runs, each on a fresh cache; prints the mean and standard deviation of each rate,\n"
+      "as llama-bench does with -r N (default 1: one timed run, no warm-up).\n"
       "--profile: per MoE layer, tokens, pairs and ms of each worker's share, the\n"
       "joined ms and overlap = (ms0 + ms1 - joined) / min(ms0, ms1), for the prefill\n"
       "and for the decode steps.\n"
@@ -55,6 +60,7 @@ int run_bench(std::span<char*> args) {
   int gpu_experts = 0;
   int split_experts = 0;
   int split_threads = 1;
+  int repeat = 1;
   // The flags that take a non-negative count, and where each one goes.
   auto count_flag = [&](std::string_view flag) -> int* {
     if (flag == "--prompt-tokens") return &prompt_tokens;
@@ -63,6 +69,7 @@ int run_bench(std::span<char*> args) {
     if (flag == "--gpu-experts") return &gpu_experts;
     if (flag == "--split-cpu-experts") return &split_experts;
     if (flag == "--split-threads") return &split_threads;
+    if (flag == "--repeat") return &repeat;
     return nullptr;
   };
   bool profile = false;
@@ -97,7 +104,7 @@ int run_bench(std::span<char*> args) {
                  "tandem bench: --gpu-experts and --split-cpu-experts exclude each other\n");
     return 2;
   }
-  if (model_path.empty() || prompt_tokens < 1) {
+  if (model_path.empty() || prompt_tokens < 1 || repeat < 1) {
     print_bench_usage(stderr);
     return 2;
   }
@@ -123,16 +130,10 @@ int run_bench(std::span<char*> args) {
   }
   experts::MoeLayerTimings prefill_timings;
   experts::MoeLayerTimings decode_timings;
-  if (profile) runner.set_moe_timings(&prefill_timings);
   const size_t need = static_cast<size_t>(prompt_tokens) + static_cast<size_t>(gen_tokens);
   if (need > runner.context_length()) {
     std::fprintf(stderr, "tandem bench: %zu tokens exceed the context limit %zu\n", need,
                  runner.context_length());
-    return 2;
-  }
-  Result<std::unique_ptr<runtime::KvCache>> cache = (*session)->engine->sequence_cache(need);
-  if (!cache.ok()) {
-    std::fprintf(stderr, "tandem bench: %s\n", cache.status().to_string().c_str());
     return 2;
   }
   // Deterministic spread-out ids.
@@ -140,32 +141,53 @@ int run_bench(std::span<char*> args) {
   const size_t vocab = runner.n_vocab();
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
 
+  // One prefill of the prompt and `steps` greedy decode steps on a fresh cache: the seconds of
+  // each, or the error.
   using Clock = std::chrono::steady_clock;
-  runtime::ForwardOutput out;
-  runtime::SequenceInput seq{cache->get(), ids, 0, runtime::LogitsWanted::kLast};
-  const auto t0 = Clock::now();
-  Status s = runner.forward({&seq, 1}, out);
-  const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!s.ok()) {
-    std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
-    return 1;
-  }
-  if (profile) runner.set_moe_timings(&decode_timings);
-  const auto t1 = Clock::now();
-  std::vector<int32_t> one(1);
-  for (int i = 0; i < gen_tokens; ++i) {
-    const auto row = out.row(0, 0);
-    one[0] = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-    runtime::SequenceInput step{cache->get(), one, (*cache)->length(),
-                                runtime::LogitsWanted::kLast};
-    s = runner.forward({&step, 1}, out);
-    if (!s.ok()) {
-      std::fprintf(stderr, "tandem bench: %s\n", s.to_string().c_str());
+  struct Timing {
+    double prefill_s = 0.0;
+    double decode_s = 0.0;
+  };
+  // record: the MoE timings of --profile come from this run.
+  auto run_once = [&](int steps, bool record) -> Result<Timing> {
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::KvCache> cache,
+                            (*session)->engine->sequence_cache(need));
+    runtime::ForwardOutput out;
+    runtime::SequenceInput seq{cache.get(), ids, 0, runtime::LogitsWanted::kLast};
+    if (record) runner.set_moe_timings(&prefill_timings);
+    const auto t0 = Clock::now();
+    TANDEM_RETURN_IF_ERROR(runner.forward({&seq, 1}, out));
+    Timing t;
+    t.prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (record) runner.set_moe_timings(&decode_timings);
+    const auto t1 = Clock::now();
+    std::vector<int32_t> one(1);
+    for (int i = 0; i < steps; ++i) {
+      const auto row = out.row(0, 0);
+      one[0] = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      runtime::SequenceInput step{cache.get(), one, cache->length(), runtime::LogitsWanted::kLast};
+      TANDEM_RETURN_IF_ERROR(runner.forward({&step, 1}, out));
+    }
+    t.decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
+    runner.set_moe_timings(nullptr);
+    return t;
+  };
+  if (repeat > 1) {
+    // llama-bench's warm-up: the prompt, then one decode step.
+    if (Result<Timing> warm = run_once(std::min(gen_tokens, 1), false); !warm.ok()) {
+      std::fprintf(stderr, "tandem bench: %s\n", warm.status().to_string().c_str());
       return 1;
     }
   }
-  const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
-  runner.set_moe_timings(nullptr);
+  std::vector<Timing> runs;
+  for (int r = 0; r < repeat; ++r) {
+    Result<Timing> t = run_once(gen_tokens, profile && r == 0);
+    if (!t.ok()) {
+      std::fprintf(stderr, "tandem bench: %s\n", t.status().to_string().c_str());
+      return 1;
+    }
+    runs.push_back(*t);
+  }
   const double bandwidth = measure_read_bandwidth(runner.pool(), uint64_t{1} << 30, 3);
   std::printf("model %s, %zu threads, matmul kernels %s\n", model_path.c_str(),
               runner.pool().n_threads(),
@@ -189,12 +211,31 @@ int run_bench(std::span<char*> args) {
     std::printf("split: %llu experts on a second CPU worker with %zu threads\n",
                 static_cast<unsigned long long>(split->n_experts), split->pool->n_threads());
   }
-  std::printf("prefill: %d tokens in %.3f s = %.1f tokens/s\n", prompt_tokens, prefill_s,
-              prompt_tokens / std::max(prefill_s, 1e-9));
+  // Rates of the timed runs: one run as "N tokens in S s = R tokens/s", several as their mean
+  // and sample standard deviation (llama-bench's "avg +- stdev").
+  const auto report = [&](const char* what, int tokens, double Timing::*seconds) {
+    std::vector<double> rates;
+    double total_s = 0.0;
+    for (const Timing& t : runs) {
+      rates.push_back(tokens / std::max(t.*seconds, 1e-9));
+      total_s += t.*seconds;
+    }
+    const double mean = std::accumulate(rates.begin(), rates.end(), 0.0) / rates.size();
+    if (runs.size() == 1) {
+      std::printf("%s %d tokens in %.3f s = %.1f tokens/s\n", what, tokens, total_s, mean);
+      return mean;
+    }
+    double var = 0.0;
+    for (double r : rates) var += (r - mean) * (r - mean);
+    const double sd = std::sqrt(var / static_cast<double>(rates.size() - 1));
+    std::printf("%s %d tokens, %zu runs after a warm-up: %.1f +- %.1f tokens/s (%.3f s a run)\n",
+                what, tokens, runs.size(), mean, sd, total_s / runs.size());
+    return mean;
+  };
+  report("prefill:", prompt_tokens, &Timing::prefill_s);
   if (gen_tokens > 0) {
-    const double tps = gen_tokens / std::max(decode_s, 1e-9);
+    const double tps = report("decode: ", gen_tokens, &Timing::decode_s);
     const double bytes = static_cast<double>(decode_weight_bytes(**session));
-    std::printf("decode:  %d tokens in %.3f s = %.1f tokens/s\n", gen_tokens, decode_s, tps);
     std::printf(
         "decode reads %.3f GB of weights per token: %.1f GB/s = %.0f %% of the measured "
         "bandwidth\n",

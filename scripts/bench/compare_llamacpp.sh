@@ -6,8 +6,9 @@
 #
 #   scripts/bench/compare_llamacpp.sh MODEL.gguf [THREADS] [ROUNDS]
 #
-# Each round runs: llama-bench pp128/pp512/tg32, tandem bench pp128 and pp512 (+ 32 decode
-# steps), llama-batched-bench with 1 and 16 sequences, tandem bench --concurrency 1,16.
+# Each round runs: llama-bench pp128/pp512/tg32 (a warm-up, then the mean of 2 runs), tandem
+# bench pp128 and pp512 (+ 32 decode steps; --repeat 2: the same warm-up and mean of 2 runs),
+# llama-batched-bench with 1 and 16 sequences, tandem bench --concurrency 1,16.
 # ROUNDS (default 1) repeats the whole round, so that a run on a shared machine shows its spread.
 # LLAMACPP_BIN=DIR runs llama-bench and llama-batched-bench from DIR instead of the anchor's build
 # (e.g. an AVX2-only build of the same llama.cpp source, beside TANDEM_CPU_KERNELS=avx2).
@@ -36,9 +37,11 @@ for r in $(seq 1 "$rounds"); do
   echo "== round $r: llama.cpp llama-bench"
   llama llama-bench -m "$model" -p 128,512 -n 32 -t "$threads" -r 2 2>/dev/null
   echo "== round $r: tandem bench pp128 + tg32"
-  "$tandem" bench --model "$model" --prompt-tokens 128 --gen-tokens 32 --threads "$threads"
+  "$tandem" bench --model "$model" --prompt-tokens 128 --gen-tokens 32 --threads "$threads" \
+    --repeat 2
   echo "== round $r: tandem bench pp512"
-  "$tandem" bench --model "$model" --prompt-tokens 512 --gen-tokens 0 --threads "$threads" |
+  "$tandem" bench --model "$model" --prompt-tokens 512 --gen-tokens 0 --threads "$threads" \
+    --repeat 2 |
     grep -E "prefill"
   if [ -n "${LONG:-}" ]; then
     echo "== round $r: long context, llama.cpp pp$LONG and tg32 @ d$LONG"
