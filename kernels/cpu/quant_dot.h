@@ -294,6 +294,9 @@ void dot_q4_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride);
 void dot_q4_k_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                       const ActivationRows& x, float* y, size_t y_stride);
+// AVX-512 VNNI: 256-bit tiles for up to 3 tokens, two groups per 512-bit register from 4, and from
+// 16 tokens 16 tokens per register against a group unpacked once per call
+// (quant_dot_x8_lanes_avx512.h).
 void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride);
 // AMX-INT8 (+ AVX-512 VNNI; callable only when matmul_variant_supported(kAmx)): TDPBSUD tiles of
@@ -318,6 +321,9 @@ void dot_q5_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride);
 void dot_q5_k_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                       const ActivationRows& x, float* y, size_t y_stride);
+// AVX-512 VNNI: 256-bit tiles for up to 3 tokens, two groups per 512-bit register from 4, and from
+// 16 tokens 16 tokens per register against a group unpacked once per call
+// (quant_dot_x8_lanes_avx512.h).
 void dot_q5_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride);
 
@@ -339,6 +345,9 @@ void dot_q6_k_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride);
 void dot_q6_k_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                       const ActivationRows& x, float* y, size_t y_stride);
+// AVX-512 VNNI: 256-bit tiles for up to 3 tokens, two groups per 512-bit register from 4, and from
+// 16 tokens 16 tokens per register against a group unpacked once per call
+// (quant_dot_x8_lanes_avx512.h).
 void dot_q6_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride);
 

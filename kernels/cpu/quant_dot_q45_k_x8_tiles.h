@@ -95,6 +95,28 @@ struct Scales {
   }
 }
 
+// The quants of quad m (m < 8) of the 64-element chunk at `chunk`, as bytes in the eight rows'
+// lanes: wl of sub-block 2c (the low nibbles), wh of 2c + 1 (the high ones), with their fifth bits
+// for Q5_K. hb carries the chunk's fifth-bit bytes from quad to quad (loaded when m % 4 == 0;
+// quad m's bits sit at m % 4 for the low nibbles and 4 + m % 4 for the high ones).
+template <class Format>
+[[gnu::always_inline]] inline void q45_k_x8_quad(const uint8_t* chunk, int m, __m256i& hb,
+                                                 __m256i& wl, __m256i& wh) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32 * m));
+  wl = _mm256_and_si256(v, low4);
+  wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+  if constexpr (Format::kQuantMax > 15) {
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    if (m % 4 == 0) {
+      hb = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(chunk + kHighBitsOffset + 32 * (m / 4)));
+    }
+    wl = _mm256_or_si256(wl, _mm256_and_si256(_mm256_slli_epi16(hb, 4 - m % 4), bit4));
+    wh = _mm256_or_si256(wh, _mm256_and_si256(_mm256_srli_epi16(hb, m % 4), bit4));
+  }
+}
+
 // A tile's tokens: token t's quants, scales and bsums.
 template <int T>
 using Tokens = Q8KTokens<T>;
@@ -104,7 +126,6 @@ using Tokens = Q8KTokens<T>;
 // quant_dot_x8_walk.h).
 template <class Format, int T>
 void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outputs<T>& y) {
-  constexpr bool kHighBits = Format::kQuantMax > 15;
   constexpr int kExact = Q45KX8Isa::template exact_steps<Format::kQuantMax>();
   static_assert(kExact >= 4, "a chain of four steps must stay exact");
   // With one to three tokens, two chains of four steps (quads alternating between them): a single
@@ -114,8 +135,6 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
   constexpr int kChains = T < 4 ? 2 : 1;
   constexpr bool kMerge = kExact >= 8;
   constexpr int kFlush = kExact >= 8 ? 8 : 4;
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i bit4 = _mm256_set1_epi8(0x10);
   __m256 sum[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
@@ -142,18 +161,8 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
       __m256i hb = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int m = 0; m < 8; ++m) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32 * m));
-        __m256i wl = _mm256_and_si256(v, low4);
-        __m256i wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        if constexpr (kHighBits) {
-          // Quad m's fifth bits at bits m % 4 (low nibbles) and 4 + m % 4 (high) of each byte.
-          if (m % 4 == 0) {
-            hb = _mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(chunk + kHighBitsOffset + 32 * (m / 4)));
-          }
-          wl = _mm256_or_si256(wl, _mm256_and_si256(_mm256_slli_epi16(hb, 4 - m % 4), bit4));
-          wh = _mm256_or_si256(wh, _mm256_and_si256(_mm256_srli_epi16(hb, m % 4), bit4));
-        }
+        __m256i wl, wh;
+        q45_k_x8_quad<Format>(chunk, m, hb, wl, wh);
         const int k = m % kChains;
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {

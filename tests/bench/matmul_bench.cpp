@@ -181,6 +181,9 @@ void register_all() {
           ->Arg(3)
           ->Arg(4)
           ->Arg(16)
+          ->Arg(24)
+          ->Arg(40)
+          ->Arg(64)
           ->Arg(128)
           ->Unit(benchmark::kMicrosecond);
       if (c.mode == MatmulActivations::kQuantized && v != MatmulVariant::kScalar) {

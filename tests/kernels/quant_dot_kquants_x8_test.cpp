@@ -234,7 +234,9 @@ TEST_CASE("K-quant x8 dot products are bit-identical to the plain scalar referen
 }
 
 // Prefill-sized calls (the AMX kernel's tiles: 16 tokens x 16 rows, a partial last tile of
-// tokens, chunks of 128 tokens, rows outside whole pairs of groups).
+// tokens, chunks of 128 tokens, rows outside whole pairs of groups; the AVX-512 tokens-in-lanes
+// kernel's registers of 16 tokens, a padded last register (31, 40, 75 tokens) or leftover tokens
+// on the 256-bit tiles (17, 37, 130), passes of four registers and a last odd register).
 TEST_CASE("K-quant x8 dot products over many tokens are bit-identical", "[kernels]") {
   for (const X8Type* k : {&kQ4K, &kQ5K, &kQ6K}) {
     const std::vector<testing::NamedX8Kernel> kernels = testing::x8_kernels(k->k);
@@ -242,7 +244,8 @@ TEST_CASE("K-quant x8 dot products over many tokens are bit-identical", "[kernel
     const struct {
       size_t rows, blocks, n_tokens, row_begin, row_end;
     } kCases[] = {{32, 2, 16, 0, 32},  {48, 1, 17, 0, 48}, {40, 3, 4, 8, 40},   {64, 2, 37, 3, 61},
-                  {24, 1, 130, 0, 24}, {16, 2, 5, 0, 16},  {56, 1, 64, 16, 40}, {32, 8, 31, 0, 32}};
+                  {24, 1, 130, 0, 24}, {16, 2, 5, 0, 16},  {56, 1, 64, 16, 40}, {32, 8, 31, 0, 32},
+                  {40, 2, 75, 5, 37},  {16, 1, 40, 0, 16}};
     for (const auto& c : kCases) {
       const std::vector<uint8_t> w = random_blocks(*k, c.rows, c.blocks, false, rng);
       const QuantizedActivations a =
