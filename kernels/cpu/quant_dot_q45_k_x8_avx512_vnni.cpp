@@ -29,16 +29,17 @@ struct Q45KX8Isa {
 }  // namespace
 }  // namespace tandem::kernels::detail
 
-#include "kernels/cpu/quant_dot_q45_k_x8_lanes_avx512.h"
+#include "kernels/cpu/quant_dot_q45_k_x8_lanes.h"
 #include "kernels/cpu/quant_dot_q45_k_x8_pairs_avx512.h"
+#include "kernels/cpu/quant_dot_x8_lanes_avx512.h"
 
 namespace tandem::kernels::detail {
 
 void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride) {
-  if (x.n_tokens >= kLanesMinTokens) {
-    x8_lanes_dot<Q45KLanes<Q4KX8Format>>(groups, row_begin, row_end, x, y, y_stride, dot_q4_k_x8,
-                                         dot_q4_k_x8_avx512_vnni);
+  if (x.n_tokens >= LanesAvx512::kMinTokens) {
+    x8_lanes_dot<LanesAvx512, Q45KLanes<Q4KX8Format>>(groups, row_begin, row_end, x, y, y_stride,
+                                                      dot_q4_k_x8, dot_q4_k_x8_avx512_vnni);
     return;
   }
   x8_pairs_dot<Q45KPairTile<Q4KX8Format>>(groups, Q4KX8Format::kBlockBytes, row_begin, row_end, x,
@@ -47,9 +48,9 @@ void dot_q4_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row
 
 void dot_q5_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride) {
-  if (x.n_tokens >= kLanesMinTokens) {
-    x8_lanes_dot<Q45KLanes<Q5KX8Format>>(groups, row_begin, row_end, x, y, y_stride, dot_q5_k_x8,
-                                         dot_q5_k_x8_avx512_vnni);
+  if (x.n_tokens >= LanesAvx512::kMinTokens) {
+    x8_lanes_dot<LanesAvx512, Q45KLanes<Q5KX8Format>>(groups, row_begin, row_end, x, y, y_stride,
+                                                      dot_q5_k_x8, dot_q5_k_x8_avx512_vnni);
     return;
   }
   x8_pairs_dot<Q45KPairTile<Q5KX8Format>>(groups, Q5KX8Format::kBlockBytes, row_begin, row_end, x,

@@ -35,6 +35,9 @@ struct Q6KX8Isa {
 }  // namespace tandem::kernels::detail
 
 #include "kernels/cpu/quant_dot_q6_k_x8_tiles.h"
+// After the tiles: the lanes use their constants.
+#include "kernels/cpu/quant_dot_q6_k_x8_lanes.h"
+#include "kernels/cpu/quant_dot_x8_lanes_avx2.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -108,6 +111,11 @@ void Q6KX8Isa::block_sums(const uint8_t* blk, const int8_t* const* xq, const int
 
 void dot_q6_k_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                       const ActivationRows& x, float* y, size_t y_stride) {
+  if (x.n_tokens >= LanesAvx2::kMinTokens) {
+    x8_lanes_dot<LanesAvx2, Q6KLanes>(groups, row_begin, row_end, x, y, y_stride, dot_q6_k_x8,
+                                      dot_q6_k_x8);
+    return;
+  }
   dot_q6_k_x8(groups, row_begin, row_end, x, y, y_stride);
 }
 

@@ -33,8 +33,9 @@ struct Q6KX8Isa {
 
 #include "kernels/cpu/quant_dot_q6_k_x8_tiles.h"
 // After the tiles: the pair tile uses their constants.
-#include "kernels/cpu/quant_dot_q6_k_x8_lanes_avx512.h"
+#include "kernels/cpu/quant_dot_q6_k_x8_lanes.h"
 #include "kernels/cpu/quant_dot_q6_k_x8_pairs_avx512.h"
+#include "kernels/cpu/quant_dot_x8_lanes_avx512.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -86,9 +87,9 @@ void Q6KX8Isa::block_sums(const uint8_t* blk, const int8_t* const* xq, const int
 
 void dot_q6_k_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride) {
-  if (x.n_tokens >= kLanesMinTokens) {
-    x8_lanes_dot<Q6KLanes>(groups, row_begin, row_end, x, y, y_stride, dot_q6_k_x8,
-                           dot_q6_k_x8_avx512_vnni);
+  if (x.n_tokens >= LanesAvx512::kMinTokens) {
+    x8_lanes_dot<LanesAvx512, Q6KLanes>(groups, row_begin, row_end, x, y, y_stride, dot_q6_k_x8,
+                                        dot_q6_k_x8_avx512_vnni);
     return;
   }
   x8_pairs_dot<Q6KPairTile>(groups, kBlockBytes, row_begin, row_end, x, y, y_stride, dot_q6_k_x8);

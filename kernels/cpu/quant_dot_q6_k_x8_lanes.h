@@ -1,8 +1,8 @@
-// The Q6_K x8 layout (quant_dot.h) for the tokens-in-lanes walk of quant_dot_x8_lanes_avx512.h: a
+// The Q6_K x8 layout (quant_dot.h) for the tokens-in-lanes walk of quant_dot_x8_lanes.h: a
 // group's super-block unpacked into the window (quants q - 32 as signed bytes in sub-block / quad /
 // row order, the int8 scale of each 16-element group, d per row, the bias of the unsigned
 // activations). Include after quant_dot_q6_k_x8_tiles.h (its layout constants and quant
-// unpacking), under AVX-512 VNNI flags; internal linkage.
+// unpacking), as AVX2 code under the including file's flags; internal linkage.
 #pragma once
 
 #include <immintrin.h>
@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/quant_dot_q6_k_x8_tiles.h"
-#include "kernels/cpu/quant_dot_x8_lanes_avx512.h"
+#include "kernels/cpu/quant_dot_x8_lanes.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -22,9 +22,9 @@ struct Q6KLanes {
   static constexpr size_t kBlockBytes = kQ6KX8BlockBytes;
   static constexpr size_t kScaleQuads = 4;  // a scale per 16-element group
   static constexpr bool kMins = false;
+  static constexpr int kMaxWeight = 32;  // largest |weight| in the window (q - 32)
 
   static void unpack(const uint8_t* blk, LaneBlock& p) {
-    const __m256i ones = _mm256_set1_epi8(1);
     const __m256i offset = _mm256_set1_epi8(32);
     // wsum[s]: the sum of group s's weights q - 32 per row.
     __m256i wsum[16];
@@ -47,8 +47,8 @@ struct Q6KLanes {
         hi = _mm256_sub_epi8(hi, offset);
         _mm256_store_si256(reinterpret_cast<__m256i*>(p.q[16 * c + m]), lo);
         _mm256_store_si256(reinterpret_cast<__m256i*>(p.q[16 * c + 8 + m]), hi);
-        wsum[4 * c + m / 4] = _mm256_dpbusd_epi32(wsum[4 * c + m / 4], ones, lo);
-        wsum[4 * c + 2 + m / 4] = _mm256_dpbusd_epi32(wsum[4 * c + 2 + m / 4], ones, hi);
+        wsum[4 * c + m / 4] = add_lane_bytes(wsum[4 * c + m / 4], lo);
+        wsum[4 * c + 2 + m / 4] = add_lane_bytes(wsum[4 * c + 2 + m / 4], hi);
       }
     }
     __m256i bias = _mm256_setzero_si256();

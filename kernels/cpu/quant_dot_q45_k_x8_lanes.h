@@ -1,8 +1,8 @@
 // The Q4_K and Q5_K x8 layouts (quant_dot.h) for the tokens-in-lanes walk of
-// quant_dot_x8_lanes_avx512.h: a group's super-block unpacked into the window (quants as bytes,
+// quant_dot_x8_lanes.h: a group's super-block unpacked into the window (quants as bytes,
 // 0..31, in sub-block / quad / row order; the scales, mins, d and dmin per row; the bias of the
-// unsigned activations). Include after quant_dot_q45_k_x8_tiles.h (the formats), under AVX-512
-// VNNI flags; internal linkage.
+// unsigned activations). Include after quant_dot_q45_k_x8_tiles.h (the formats), as AVX2 code under
+// the including file's flags; internal linkage.
 #pragma once
 
 #include <immintrin.h>
@@ -12,7 +12,7 @@
 
 #include "kernels/cpu/quant_dot_q45_k_x8_tiles.h"
 #include "kernels/cpu/quant_dot_q4_k_x8_scales.h"
-#include "kernels/cpu/quant_dot_x8_lanes_avx512.h"
+#include "kernels/cpu/quant_dot_x8_lanes.h"
 
 namespace tandem::kernels::detail {
 namespace {
@@ -23,9 +23,9 @@ struct Q45KLanes {
   static constexpr size_t kBlockBytes = Format::kBlockBytes;
   static constexpr size_t kScaleQuads = 8;  // a scale per 32-element sub-block
   static constexpr bool kMins = true;
+  static constexpr int kMaxWeight = Format::kQuantMax;  // largest |weight| in the window
 
   static void unpack(const uint8_t* blk, LaneBlock& p) {
-    const __m256i ones = _mm256_set1_epi8(1);
     __m256i wsum[8];
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -39,8 +39,8 @@ struct Q45KLanes {
         q45_k_x8_quad<Format>(chunk, m, hb, wl, wh);
         _mm256_store_si256(reinterpret_cast<__m256i*>(p.q[16 * c + m]), wl);
         _mm256_store_si256(reinterpret_cast<__m256i*>(p.q[16 * c + 8 + m]), wh);
-        lo_sum = _mm256_dpbusd_epi32(lo_sum, ones, wl);
-        hi_sum = _mm256_dpbusd_epi32(hi_sum, ones, wh);
+        lo_sum = add_lane_bytes(lo_sum, wl);
+        hi_sum = add_lane_bytes(hi_sum, wh);
       }
       wsum[2 * c] = lo_sum;
       wsum[2 * c + 1] = hi_sum;

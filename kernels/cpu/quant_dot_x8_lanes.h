@@ -1,0 +1,206 @@
+// Tokens in the lanes: the many-token (prefill) walk of the K-quant x8 kernels (Q4_K, Q5_K, Q6_K;
+// quant_dot.h's layouts) with Q8_K activations, bit-identical to the scalar references. This file
+// holds what every instruction set shares: the unpacked window of a group's super-block, the
+// tokens' per-super-block sums and scales, and the call frame. The registers and the arithmetic
+// are per instruction set (quant_dot_x8_lanes_avx512.h: 16 tokens per register, vpdpbusd;
+// quant_dot_x8_lanes_avx2.h: 8, maddubs); each weight layout brings its unpacking
+// (quant_dot_q45_k_x8_lanes.h, quant_dot_q6_k_x8_lanes.h). AVX2-level code with internal linkage,
+// included by the x8 kernel files under their own -m flags.
+//
+// Technique. The x8 tiles put one weight row in each 32-bit lane and broadcast four activation
+// quants per step, so every token's four quants cost a broadcast and every few tokens unpack the
+// weights again. Here one register holds the same four quants of many tokens (packed once per
+// call: a transpose of 32-bit units), a group's weights are unpacked once per call into a window
+// of signed bytes in the same order (quad k, row i: row i's elements 4k .. 4k + 3), and each step
+// multiplies all the register's tokens by one row's four weights, broadcast from the window. The
+// int8 instructions take one operand unsigned: the activation quants go in plus 128, the weights
+// signed, and the extra 128 * sum_s scale_s * (sum of scale group s's weights) is a per-row
+// constant of the super-block (`bias`) that each row's sum starts below. Per scale group (32
+// elements for Q4_K / Q5_K, 16 for Q6_K) the group's int32 sum times the row's scale goes into
+// isum; per super-block, lane-wise, the reference's float terms (with imin = sum_j min_j *
+// (bsums[2j] + bsums[2j + 1]) where the type has mins) are added to the token's sum. Every integer
+// is exact: a group's sum of q * (x + 128) is at most 32 * 31 * 255 (Q6_K: 16 * 32 * 255), times a
+// scale <= 63 (128) and summed over the super-block it stays below 2^29.
+//
+// Calls of fewer than Isa::kMinTokens tokens keep the instruction set's other tiles. Tokens after
+// the last whole register are padded when at least Isa::kPadTokens remain, else go to the few-token
+// kernel after the lanes; rows outside whole groups of the range go to the narrow kernel.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/activation_rows.h"
+#include "kernels/cpu/quant_dot.h"
+
+namespace tandem::kernels::detail {
+namespace {
+
+constexpr size_t kLaneRows = 8;     // rows of an x8 group
+constexpr size_t kLaneSuper = 256;  // elements per Q8_K super-block
+constexpr size_t kLaneQuads = 64;   // four-element units per super-block
+constexpr size_t kLaneBsums = 16;   // Q8_K bsums per super-block
+
+// One super-block of a group, unpacked for the lanes by the layout's unpack. Scale group s covers
+// quads k with k / Layout::kScaleQuads == s.
+struct alignas(64) LaneBlock {
+  int8_t q[kLaneQuads][kLaneRows][4];  // quad k, row i: row i's elements 4k .. 4k + 3
+  int32_t sc[16][kLaneRows];           // row i's scale of scale group s
+  int32_t mins[4][kLaneRows];  // layouts with mins: row i's (min_2c, min_2c+1), int16 halves
+  int32_t bias[kLaneRows];     // 128 * sum_s sc_s * (sum of group s's weights)
+  float dw[kLaneRows];
+  float dmin[kLaneRows];  // layouts with mins
+};
+
+// acc plus, per 32-bit lane (row), the sum of the four signed bytes w holds there.
+[[gnu::always_inline]] inline __m256i add_lane_bytes(__m256i acc, __m256i w) {
+  const __m256i sums16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), w);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(sums16, _mm256_set1_epi16(1)));
+}
+
+// The tokens' per-super-block values in lanes of kTokens (one aligned unit per register):
+//  pairs[(g * blocks + b) * 4 + c]: lane l = token kTokens * g + l's (S_2c, S_2c+1) as int16
+//                                   halves, S_j = bsums[2j] + bsums[2j + 1] of super-block b;
+//  d[g * blocks + b]:               lane l = that token's scale of super-block b.
+// Lanes past the packed tokens hold 0.
+template <size_t kTokens>
+struct alignas(64) LaneInts {
+  int32_t v[kTokens];
+};
+template <size_t kTokens>
+struct alignas(64) LaneFloats {
+  float v[kTokens];
+};
+
+template <size_t kTokens>
+void pack_lane_sums(const ActivationRows& x, size_t t0, size_t live, size_t blocks,
+                    LaneInts<kTokens>* pairs, LaneFloats<kTokens>* d) {
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t c = 0; c < 4; ++c) pairs[b * 4 + c] = LaneInts<kTokens>{};
+    d[b] = LaneFloats<kTokens>{};
+    for (size_t l = 0; l < live; ++l) {
+      const size_t t = t0 + l;
+      const int16_t* bs = x.bsums + (t * blocks + b) * kLaneBsums;
+      for (size_t c = 0; c < 4; ++c) {
+        const auto s0 = static_cast<uint16_t>(bs[4 * c] + bs[4 * c + 1]);
+        const auto s1 = static_cast<uint16_t>(bs[4 * c + 2] + bs[4 * c + 3]);
+        pairs[b * 4 + c].v[l] = static_cast<int32_t>(s0 | (uint32_t{s1} << 16));
+      }
+      d[b].v[l] = x.d[t * blocks + b];
+    }
+  }
+}
+
+// The call's activations in lanes (packed by the instruction set's pack_lane_tokens):
+//  qs[g * quads + k]: lane l = token kTokens * g + l's quants 4k .. 4k + 3, each plus 128
+//  (128 in lanes past the packed tokens); pairs and d as pack_lane_sums.
+template <size_t kTokens>
+struct LaneTokens {
+  const LaneInts<kTokens>* qs;
+  const LaneInts<kTokens>* pairs;
+  const LaneFloats<kTokens>* d;
+  size_t groups;  // registers of kTokens tokens
+  size_t blocks;  // super-blocks per row
+};
+
+template <size_t kTokens>
+struct LaneBuffers {
+  std::vector<LaneInts<kTokens>> qs;
+  std::vector<LaneInts<kTokens>> pairs;
+  std::vector<LaneFloats<kTokens>> d;
+};
+
+// The first n tokens of x in lanes of Isa::kTokens: Isa::pack_quads(x, t0, live, k0, out) writes
+// out[i] (i < kTokens): lane l = token t0 + l's quad k0 + i plus 128, for l < live, else 128.
+template <class Isa>
+LaneTokens<Isa::kTokens> pack_lane_tokens(const ActivationRows& x, size_t n,
+                                          LaneBuffers<Isa::kTokens>& buf) {
+  constexpr size_t kTokens = Isa::kTokens;
+  const size_t blocks = x.cols / kLaneSuper;
+  const size_t quads = blocks * kLaneQuads;
+  const size_t groups = (n + kTokens - 1) / kTokens;
+  if (buf.qs.size() < groups * quads) buf.qs.resize(groups * quads);
+  if (buf.pairs.size() < groups * blocks * 4) buf.pairs.resize(groups * blocks * 4);
+  if (buf.d.size() < groups * blocks) buf.d.resize(groups * blocks);
+  for (size_t g = 0; g < groups; ++g) {
+    const size_t t0 = g * kTokens;
+    const size_t live = std::min(kTokens, n - t0);
+    for (size_t k0 = 0; k0 < quads; k0 += kTokens) {
+      Isa::pack_quads(x, t0, live, k0, buf.qs.data() + g * quads + k0);
+    }
+    pack_lane_sums(x, t0, live, blocks, buf.pairs.data() + g * blocks * 4,
+                   buf.d.data() + g * blocks);
+  }
+  return LaneTokens<kTokens>{buf.qs.data(), buf.pairs.data(), buf.d.data(), groups, blocks};
+}
+
+// The InterleavedDotFn contract (quant_dot.h) with the tokens in the lanes, for a call of at least
+// Isa::kMinTokens tokens. Isa: kTokens (per register), kPadTokens, kChunk (registers per pass over
+// a window), pack_quads (pack_lane_tokens), and chunk<Layout>(window, tokens, g0, g1, n, y,
+// y_stride, col) for token registers [g0, g1). Layout: kBlockBytes (a group's super-block),
+// kScaleQuads (quads per scale: 8 or 4), kMins, and unpack(block, LaneBlock&). narrow: the
+// layout's kernel for rows outside whole groups; few: for the tokens after the lanes' (fewer than
+// Isa::kPadTokens).
+template <class Isa, class Layout>
+void x8_lanes_dot(const uint8_t* groups, size_t row_begin, size_t row_end, const ActivationRows& x,
+                  float* y, size_t y_stride, InterleavedDotFn narrow, InterleavedDotFn few) {
+  static_assert(Isa::kPadTokens <= Isa::kMinTokens, "the tokens left over take the few kernel");
+  const size_t g_first = (row_begin + kLaneRows - 1) / kLaneRows;
+  const size_t g_last = row_end / kLaneRows;
+  if (g_last <= g_first) {
+    narrow(groups, row_begin, row_end, x, y, y_stride);
+    return;
+  }
+  const size_t begin = g_first * kLaneRows;
+  const size_t end = g_last * kLaneRows;
+  if (row_begin < begin) narrow(groups, row_begin, begin, x, y, y_stride);
+  if (end < row_end) narrow(groups, end, row_end, x, y + (end - row_begin), y_stride);
+  // The tokens the lanes take.
+  const size_t n = x.n_tokens % Isa::kTokens >= Isa::kPadTokens
+                       ? x.n_tokens
+                       : x.n_tokens / Isa::kTokens * Isa::kTokens;
+  const size_t blocks = x.cols / kLaneSuper;
+  thread_local LaneBuffers<Isa::kTokens> buffers;
+  thread_local std::vector<LaneBlock> window;
+  const LaneTokens<Isa::kTokens> packed = pack_lane_tokens<Isa>(x, n, buffers);
+  if (window.size() < blocks) window.resize(blocks);
+  const size_t group_bytes = blocks * Layout::kBlockBytes;
+  for (size_t g = g_first; g < g_last; ++g) {
+    const uint8_t* g0 = groups + g * group_bytes;
+    for (size_t b = 0; b < blocks; ++b) Layout::unpack(g0 + b * Layout::kBlockBytes, window[b]);
+    const size_t col = g * kLaneRows - row_begin;
+    for (size_t t = 0; t < packed.groups; t += Isa::kChunk) {
+      Isa::template chunk<Layout>(window.data(), packed, t,
+                                  std::min(packed.groups, t + Isa::kChunk), n, y, y_stride, col);
+    }
+  }
+  if (n < x.n_tokens) {
+    ActivationRows rest = x;
+    rest.n_tokens = x.n_tokens - n;
+    rest.qs = x.qs + n * x.cols;
+    rest.d = x.d + n * blocks;
+    rest.bsums = x.bsums + n * blocks * kLaneBsums;
+    few(groups, begin, end, rest, y + n * y_stride + (begin - row_begin), y_stride);
+  }
+  _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
+}
+
+// Writes the sums of token register g (sum[r]: row r's lanes) to y[t * y_stride + col + r] for
+// its tokens below n.
+template <size_t kTokens>
+[[gnu::always_inline]] inline void store_lane_sums(const LaneFloats<kTokens>* sum, size_t g,
+                                                   size_t n, float* y, size_t y_stride,
+                                                   size_t col) {
+  const size_t live = std::min(kTokens, n - g * kTokens);
+  for (size_t l = 0; l < live; ++l) {
+    float* dst = y + (g * kTokens + l) * y_stride + col;
+    for (size_t r = 0; r < kLaneRows; ++r) dst[r] = sum[r].v[l];
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels::detail
