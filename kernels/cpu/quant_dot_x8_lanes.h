@@ -138,17 +138,56 @@ LaneTokens<Isa::kTokens> pack_lane_tokens(const ActivationRows& x, size_t n,
   return LaneTokens<kTokens>{buf.qs.data(), buf.pairs.data(), buf.d.data(), groups, blocks};
 }
 
+// How many of n_tokens tokens the lanes take: whole registers, and a last partial one of at least
+// Isa::kPadTokens.
+template <class Isa>
+size_t lanes_token_count(size_t n_tokens) {
+  static_assert(Isa::kPadTokens <= Isa::kMinTokens, "the tokens left over take the few kernel");
+  return n_tokens % Isa::kTokens >= Isa::kPadTokens ? n_tokens
+                                                    : n_tokens / Isa::kTokens * Isa::kTokens;
+}
+
+// Tokens [n, n_tokens) of x as a view.
+inline ActivationRows lanes_rest(const ActivationRows& x, size_t n) {
+  const size_t blocks = x.cols / kLaneSuper;
+  ActivationRows rest = x;
+  rest.n_tokens = x.n_tokens - n;
+  rest.qs = x.qs + n * x.cols;
+  rest.d = x.d + n * blocks;
+  rest.bsums = x.bsums + n * blocks * kLaneBsums;
+  return rest;
+}
+
+// Tokens [0, n) of x against n_groups groups of 8 rows: unpack(g, b, window) unpacks super-block b
+// of group g; row r of group g goes to y[t * y_stride + 8g + r]. Isa: kTokens (per register),
+// kChunk (registers per pass over a window), pack_quads (pack_lane_tokens) and
+// chunk<Layout>(window, tokens, g0, g1, n, y, y_stride, col) for token registers [g0, g1). Layout:
+// kScaleQuads (quads per scale: 8 or 4), kMins, kMaxWeight and the unpacking that `unpack` runs.
+template <class Isa, class Layout, class Unpack>
+void lanes_groups(const Unpack& unpack, size_t n_groups, const ActivationRows& x, size_t n,
+                  float* y, size_t y_stride) {
+  const size_t blocks = x.cols / kLaneSuper;
+  thread_local LaneBuffers<Isa::kTokens> buffers;
+  thread_local std::vector<LaneBlock> window;
+  const LaneTokens<Isa::kTokens> packed = pack_lane_tokens<Isa>(x, n, buffers);
+  if (window.size() < blocks) window.resize(blocks);
+  for (size_t g = 0; g < n_groups; ++g) {
+    for (size_t b = 0; b < blocks; ++b) unpack(g, b, window[b]);
+    for (size_t t = 0; t < packed.groups; t += Isa::kChunk) {
+      Isa::template chunk<Layout>(window.data(), packed, t,
+                                  std::min(packed.groups, t + Isa::kChunk), n, y, y_stride,
+                                  g * kLaneRows);
+    }
+  }
+}
+
 // The InterleavedDotFn contract (quant_dot.h) with the tokens in the lanes, for a call of at least
-// Isa::kMinTokens tokens. Isa: kTokens (per register), kPadTokens, kChunk (registers per pass over
-// a window), pack_quads (pack_lane_tokens), and chunk<Layout>(window, tokens, g0, g1, n, y,
-// y_stride, col) for token registers [g0, g1). Layout: kBlockBytes (a group's super-block),
-// kScaleQuads (quads per scale: 8 or 4), kMins, and unpack(block, LaneBlock&). narrow: the
-// layout's kernel for rows outside whole groups; few: for the tokens after the lanes' (fewer than
-// Isa::kPadTokens).
+// Isa::kMinTokens tokens (Layout::unpack(block, window) unpacks a group's super-block; kBlockBytes
+// its size). narrow: the layout's kernel for rows outside whole groups; few: for the tokens the
+// lanes leave (fewer than Isa::kPadTokens).
 template <class Isa, class Layout>
 void x8_lanes_dot(const uint8_t* groups, size_t row_begin, size_t row_end, const ActivationRows& x,
                   float* y, size_t y_stride, InterleavedDotFn narrow, InterleavedDotFn few) {
-  static_assert(Isa::kPadTokens <= Isa::kMinTokens, "the tokens left over take the few kernel");
   const size_t g_first = (row_begin + kLaneRows - 1) / kLaneRows;
   const size_t g_last = row_end / kLaneRows;
   if (g_last <= g_first) {
@@ -159,34 +198,61 @@ void x8_lanes_dot(const uint8_t* groups, size_t row_begin, size_t row_end, const
   const size_t end = g_last * kLaneRows;
   if (row_begin < begin) narrow(groups, row_begin, begin, x, y, y_stride);
   if (end < row_end) narrow(groups, end, row_end, x, y + (end - row_begin), y_stride);
-  // The tokens the lanes take.
-  const size_t n = x.n_tokens % Isa::kTokens >= Isa::kPadTokens
-                       ? x.n_tokens
-                       : x.n_tokens / Isa::kTokens * Isa::kTokens;
-  const size_t blocks = x.cols / kLaneSuper;
-  thread_local LaneBuffers<Isa::kTokens> buffers;
-  thread_local std::vector<LaneBlock> window;
-  const LaneTokens<Isa::kTokens> packed = pack_lane_tokens<Isa>(x, n, buffers);
-  if (window.size() < blocks) window.resize(blocks);
-  const size_t group_bytes = blocks * Layout::kBlockBytes;
-  for (size_t g = g_first; g < g_last; ++g) {
-    const uint8_t* g0 = groups + g * group_bytes;
-    for (size_t b = 0; b < blocks; ++b) Layout::unpack(g0 + b * Layout::kBlockBytes, window[b]);
-    const size_t col = g * kLaneRows - row_begin;
-    for (size_t t = 0; t < packed.groups; t += Isa::kChunk) {
-      Isa::template chunk<Layout>(window.data(), packed, t,
-                                  std::min(packed.groups, t + Isa::kChunk), n, y, y_stride, col);
-    }
-  }
-  if (n < x.n_tokens) {
-    ActivationRows rest = x;
-    rest.n_tokens = x.n_tokens - n;
-    rest.qs = x.qs + n * x.cols;
-    rest.d = x.d + n * blocks;
-    rest.bsums = x.bsums + n * blocks * kLaneBsums;
-    few(groups, begin, end, rest, y + n * y_stride + (begin - row_begin), y_stride);
-  }
+  const size_t n = lanes_token_count<Isa>(x.n_tokens);
+  const size_t group_bytes = x.cols / kLaneSuper * Layout::kBlockBytes;
+  const uint8_t* first = groups + g_first * group_bytes;
+  const auto unpack = [first, group_bytes](size_t g, size_t b, LaneBlock& window) {
+    Layout::unpack(first + g * group_bytes + b * Layout::kBlockBytes, window);
+  };
+  float* out = y + (begin - row_begin);
+  lanes_groups<Isa, Layout>(unpack, g_last - g_first, x, n, out, y_stride);
+  if (n < x.n_tokens) few(groups, begin, end, lanes_rest(x, n), out + n * y_stride, y_stride);
   _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
+}
+
+// The QuantDotFn contract (quant_dot.h) on plain rows with the tokens in the lanes, for a call of
+// at least Isa::kMinTokens tokens: whole groups of 8 rows (Layout::unpack_rows(row 0 of the group,
+// row_bytes, super-block b, window)); the rows after them and the tokens the lanes leave go to few.
+template <class Isa, class Layout>
+void rows_lanes_dot(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
+                    float* y, size_t y_stride, QuantDotFn few) {
+  const size_t whole = rows / kLaneRows * kLaneRows;
+  if (whole == 0) {
+    few(w, row_bytes, rows, x, y, y_stride);
+    return;
+  }
+  if (whole < rows) few(w + whole * row_bytes, row_bytes, rows - whole, x, y + whole, y_stride);
+  const size_t n = lanes_token_count<Isa>(x.n_tokens);
+  const auto unpack = [w, row_bytes](size_t g, size_t b, LaneBlock& window) {
+    Layout::unpack_rows(w + g * kLaneRows * row_bytes, row_bytes, b, window);
+  };
+  lanes_groups<Isa, Layout>(unpack, whole / kLaneRows, x, n, y, y_stride);
+  if (n < x.n_tokens) few(w, row_bytes, whole, lanes_rest(x, n), y + n * y_stride, y_stride);
+  _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
+}
+
+// r[i] = column i of the 8 x 8 matrix of 32-bit units whose rows are r[0 .. 8).
+[[gnu::always_inline]] inline void transpose8x8_epi32(__m256i* r) {
+  __m256i t[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4h + j]: units j and 4 + j of rows 4h .. 4h + 3.
+  __m256i u[8];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+    r[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+  }
 }
 
 // Writes the sums of token register g (sum[r]: row r's lanes) to y[t * y_stride + col + r] for

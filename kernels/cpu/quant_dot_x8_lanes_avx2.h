@@ -26,30 +26,6 @@ struct LanesAvx2 {
   static constexpr size_t kChunk = 8;       // registers (64 tokens) per pass over a window
   using Tokens = LaneTokens<kTokens>;
 
-  // r[i] = column i of the 8 x 8 matrix of 32-bit units whose rows are r[0 .. 8).
-  static void transpose8x8_epi32(__m256i* r) {
-    __m256i t[8];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-      t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    // u[4h + j]: units j and 4 + j of rows 4h .. 4h + 3.
-    __m256i u[8];
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
-      u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
-      u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
-      u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
-      r[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
-    }
-  }
-
   // pack_lane_tokens' quads k0 .. k0 + 7 of tokens t0 .. t0 + 7: an 8 x 8 transpose of 32-bit
   // units.
   static void pack_quads(const ActivationRows& x, size_t t0, size_t live, size_t k0,
@@ -79,8 +55,9 @@ struct LanesAvx2 {
     constexpr int kGroupQuads = static_cast<int>(Layout::kScaleQuads);
     // Quads whose maddubs pairs add up in int16 before the vpmaddwd: each pair is at most 2 * 255
     // * kMaxWeight in magnitude.
-    constexpr int kRun = 32767 / (2 * 255 * Layout::kMaxWeight) >= 4 ? 4 : 2;
-    static_assert(32767 / (2 * 255 * Layout::kMaxWeight) >= 2 && kGroupQuads % kRun == 0);
+    constexpr int kFit = 32767 / (2 * 255 * Layout::kMaxWeight);
+    constexpr int kRun = kFit >= 4 ? 4 : kFit >= 2 ? 2 : 1;
+    static_assert(kFit >= 1 && kGroupQuads % kRun == 0);
     const size_t quads = x.blocks * kLaneQuads;
     const LaneInts<kTokens>* xq[T];
 #pragma GCC unroll 4

@@ -166,8 +166,10 @@ TEST_CASE("grid i-quant scalar dot products match the dequantized values in doub
   }
 }
 
-// Every SIMD kernel against the scalar one: row counts around the tiles and the 16-row lane
-// groups, token counts around the token groups (13 = 8 + 4 + 1 in the many-token passes),
+// Every SIMD kernel against the scalar one: row counts around the tiles, the 16-row lane groups
+// and the tokens-in-lanes groups of 8 rows, token counts around the token groups (13 = 8 + 4 + 1
+// in the many-token passes; from 16 the tokens in the lanes on AVX2: 22 pads a last register, 37
+// leaves tokens to the other kernels),
 // misaligned weights, padded row strides, y strides whose gaps stay untouched, extreme block
 // scales, and activation quants from all of -128..127 in every other case.
 void check_simd_against_scalar(const std::string& variant, uint32_t seed) {
@@ -178,7 +180,7 @@ void check_simd_against_scalar(const std::string& variant, uint32_t seed) {
     REQUIRE(fn != nullptr);
     for (const size_t rows : {1u, 3u, 4u, 5u, 9u, 17u, 33u}) {
       for (const size_t cols : {256u, 768u}) {
-        for (const size_t n_tokens : {1u, 2u, 3u, 4u, 5u, 7u, 9u, 13u}) {
+        for (const size_t n_tokens : {1u, 2u, 3u, 4u, 5u, 7u, 9u, 13u, 16u, 22u, 37u}) {
           ++case_index;
           const size_t misalign = 1 + case_index % 3;
           const size_t row_bytes = cols / kSuper * k.block_bytes + case_index % 5;
