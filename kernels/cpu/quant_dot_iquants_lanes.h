@@ -53,33 +53,7 @@ struct IqLanes {
       const float d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(Rows::d_bits(blk))));
       p.dw[i] = d * Rows::kFactor;
     }
-    // The rows' 32-byte runs of eight quads, transposed into the window's quad-major order, and
-    // each span's weight sums for the bias.
-    __m256i wsum[16];
-#pragma GCC unroll 16
-    for (size_t s = 0; s < 16; ++s) wsum[s] = _mm256_setzero_si256();
-    for (size_t kb = 0; kb < kLaneQuads / 8; ++kb) {
-      __m256i r[kLaneRows];
-#pragma GCC unroll 8
-      for (size_t i = 0; i < kLaneRows; ++i) {
-        r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(vals[i] + 32 * kb));
-      }
-      transpose8x8_epi32(r);
-#pragma GCC unroll 8
-      for (size_t j = 0; j < 8; ++j) {
-        const size_t quad = 8 * kb + j;
-        _mm256_store_si256(reinterpret_cast<__m256i*>(p.q[quad]), r[j]);
-        wsum[quad / kScaleQuads] = add_lane_bytes(wsum[quad / kScaleQuads], r[j]);
-      }
-    }
-    __m256i bias = _mm256_setzero_si256();
-#pragma GCC unroll 16
-    for (size_t s = 0; s < kLaneQuads / kScaleQuads; ++s) {
-      bias = _mm256_add_epi32(
-          bias, _mm256_mullo_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p.sc[s])),
-                                   wsum[s]));
-    }
-    _mm256_store_si256(reinterpret_cast<__m256i*>(p.bias), _mm256_slli_epi32(bias, 7));
+    lanes_window_from_rows(vals, kScaleQuads, p);
   }
 };
 

@@ -37,6 +37,8 @@ struct Q23BatchIsa {
 #include "kernels/cpu/quant_dot_kquants_tiles.h"
 #include "kernels/cpu/quant_dot_q2_q3_k_batched.h"
 #include "kernels/cpu/quant_dot_q2_q3_k_tiles.h"
+#include "kernels/cpu/quant_dot_q3_k_lanes.h"
+#include "kernels/cpu/quant_dot_x8_lanes_avx2.h"
 
 namespace tandem::kernels::detail {
 
@@ -62,6 +64,10 @@ void dot_q2_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const Activa
 
 void dot_q3_k_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride) {
+  if (x.n_tokens >= LanesAvx2::kMinTokens) {
+    rows_lanes_dot<LanesAvx2, Q3KLanes>(w, row_bytes, rows, x, y, y_stride, dot_q23_k<true>);
+    return;
+  }
   dot_q23_k<true>(w, row_bytes, rows, x, y, y_stride);
 }
 

@@ -255,6 +255,36 @@ void rows_lanes_dot(const uint8_t* w, size_t row_bytes, size_t rows, const Activ
   }
 }
 
+// The window's quads, weight sums and bias from eight rows' super-block of signed weights in
+// element order (vals[i]: row i), once p.sc holds the rows' scales per group of scale_quads quads.
+[[gnu::always_inline]] inline void lanes_window_from_rows(const int8_t (*vals)[kLaneSuper],
+                                                          size_t scale_quads, LaneBlock& p) {
+  __m256i wsum[16];
+#pragma GCC unroll 16
+  for (size_t s = 0; s < 16; ++s) wsum[s] = _mm256_setzero_si256();
+  for (size_t kb = 0; kb < kLaneQuads / 8; ++kb) {
+    // Eight quads of the eight rows, transposed into the window's quad-major order.
+    __m256i r[kLaneRows];
+#pragma GCC unroll 8
+    for (size_t i = 0; i < kLaneRows; ++i) {
+      r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(vals[i] + 32 * kb));
+    }
+    transpose8x8_epi32(r);
+#pragma GCC unroll 8
+    for (size_t j = 0; j < 8; ++j) {
+      const size_t quad = 8 * kb + j;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(p.q[quad]), r[j]);
+      wsum[quad / scale_quads] = add_lane_bytes(wsum[quad / scale_quads], r[j]);
+    }
+  }
+  __m256i bias = _mm256_setzero_si256();
+  for (size_t s = 0; s < kLaneQuads / scale_quads; ++s) {
+    const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.sc[s]));
+    bias = _mm256_add_epi32(bias, _mm256_mullo_epi32(sc, wsum[s]));
+  }
+  _mm256_store_si256(reinterpret_cast<__m256i*>(p.bias), _mm256_slli_epi32(bias, 7));
+}
+
 // Writes the sums of token register g (sum[r]: row r's lanes) to y[t * y_stride + col + r] for
 // its tokens below n.
 template <size_t kTokens>
