@@ -21,7 +21,7 @@ namespace {
 template <class Rows>
 struct IqLanes {
   static constexpr size_t kScaleQuads = Rows::kSpan / 4;
-  static constexpr bool kMins = false;
+  static constexpr int kMinPairs = 0;
   static constexpr int kMaxWeight = Rows::kDelta ? 9 : 62;  // largest |weight| in the window
 
   // Super-block b of rows 0 .. 7 (row i at w + i * row_bytes).

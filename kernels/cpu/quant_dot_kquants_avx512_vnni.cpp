@@ -37,6 +37,7 @@ struct Q23BatchIsa {
 
 #include "kernels/cpu/quant_dot_iq4_xs_tiles.h"
 #include "kernels/cpu/quant_dot_kquants_tiles.h"
+#include "kernels/cpu/quant_dot_q2_k_lanes.h"
 #include "kernels/cpu/quant_dot_q2_q3_k_batched.h"
 #include "kernels/cpu/quant_dot_q2_q3_k_tiles.h"
 #include "kernels/cpu/quant_dot_q3_k_lanes.h"
@@ -61,6 +62,10 @@ void dot_q6_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const
 
 void dot_q2_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                           float* y, size_t y_stride) {
+  if (x.n_tokens >= LanesAvx512::kMinTokens) {
+    rows_lanes_dot<LanesAvx512, Q2KLanes>(w, row_bytes, rows, x, y, y_stride, dot_q23_k<false>);
+    return;
+  }
   dot_q23_k<false>(w, row_bytes, rows, x, y, y_stride);
 }
 

@@ -20,7 +20,7 @@ namespace {
 struct Q3KLanes {
   static constexpr size_t kBlockBytes = kQ3KBlockBytes;
   static constexpr size_t kScaleQuads = 4;  // a scale per 16-element group
-  static constexpr bool kMins = false;
+  static constexpr int kMinPairs = 0;
   static constexpr int kMaxWeight = 4;  // largest |weight| in the window
 
   // Half H (elements 128H .. 128H + 127) of a super-block's quants, q in -4..3, to out.

@@ -21,8 +21,8 @@ namespace {
 template <class Format>
 struct Q45KLanes {
   static constexpr size_t kBlockBytes = Format::kBlockBytes;
-  static constexpr size_t kScaleQuads = 8;  // a scale per 32-element sub-block
-  static constexpr bool kMins = true;
+  static constexpr size_t kScaleQuads = 8;              // a scale per 32-element sub-block
+  static constexpr int kMinPairs = 4;                   // (min_2c, min_2c+1) per 64 elements
   static constexpr int kMaxWeight = Format::kQuantMax;  // largest |weight| in the window
 
   static void unpack(const uint8_t* blk, LaneBlock& p) {

@@ -21,7 +21,7 @@ constexpr size_t kQ6KX8BlockBytes = kBlockBytes;
 struct Q6KLanes {
   static constexpr size_t kBlockBytes = kQ6KX8BlockBytes;
   static constexpr size_t kScaleQuads = 4;  // a scale per 16-element group
-  static constexpr bool kMins = false;
+  static constexpr int kMinPairs = 0;
   static constexpr int kMaxWeight = 32;  // largest |weight| in the window (q - 32)
 
   static void unpack(const uint8_t* blk, LaneBlock& p) {

@@ -18,7 +18,8 @@
 // constant of the super-block (`bias`) that each row's sum starts below. Per scale group (32
 // elements for Q4_K / Q5_K, 16 for Q6_K) the group's int32 sum times the row's scale goes into
 // isum; per super-block, lane-wise, the reference's float terms (with imin = sum_j min_j *
-// (bsums[2j] + bsums[2j + 1]) where the type has mins) are added to the token's sum. Every integer
+// (bsums[2j] + bsums[2j + 1]), or Q2_K's sum_j min_j * bsums[j], where the type has mins) are added
+// to the token's sum. Every integer
 // is exact: a group's sum of q * (x + 128) is at most 32 * 31 * 255 (Q6_K: 16 * 32 * 255), times a
 // scale <= 63 (128) and summed over the super-block it stays below 2^29.
 //
@@ -50,8 +51,8 @@ constexpr size_t kLaneBsums = 16;   // Q8_K bsums per super-block
 struct alignas(64) LaneBlock {
   int8_t q[kLaneQuads][kLaneRows][4];  // quad k, row i: row i's elements 4k .. 4k + 3
   int32_t sc[16][kLaneRows];           // row i's scale of scale group s
-  int32_t mins[4][kLaneRows];  // layouts with mins: row i's (min_2c, min_2c+1), int16 halves
-  int32_t bias[kLaneRows];     // 128 * sum_s sc_s * (sum of group s's weights)
+  int32_t mins[8][kLaneRows];          // layouts with mins: row i's pair c of mins, int16 halves
+  int32_t bias[kLaneRows];             // 128 * sum_s sc_s * (sum of group s's weights)
   float dw[kLaneRows];
   float dmin[kLaneRows];  // layouts with mins
 };
@@ -63,8 +64,11 @@ struct alignas(64) LaneBlock {
 }
 
 // The tokens' per-super-block values in lanes of kTokens (one aligned unit per register):
-//  pairs[(g * blocks + b) * 4 + c]: lane l = token kTokens * g + l's (S_2c, S_2c+1) as int16
-//                                   halves, S_j = bsums[2j] + bsums[2j + 1] of super-block b;
+//  pairs[(g * blocks + b) * min_pairs + c]: lane l = token kTokens * g + l's pair c of activation
+//                                   sums as int16 halves: with 4 pairs (min_2c, min_2c+1 of
+//                                   32-element sub-blocks), (S_2c, S_2c+1), S_j = bsums[2j] +
+//                                   bsums[2j + 1]; with 8 (mins of 16-element groups, Q2_K),
+//                                   (bsums[2c], bsums[2c + 1]); none for types without mins;
 //  d[g * blocks + b]:               lane l = that token's scale of super-block b.
 // Lanes past the packed tokens hold 0.
 template <size_t kTokens>
@@ -78,17 +82,19 @@ struct alignas(64) LaneFloats {
 
 template <size_t kTokens>
 void pack_lane_sums(const ActivationRows& x, size_t t0, size_t live, size_t blocks,
-                    LaneInts<kTokens>* pairs, LaneFloats<kTokens>* d) {
+                    size_t min_pairs, LaneInts<kTokens>* pairs, LaneFloats<kTokens>* d) {
   for (size_t b = 0; b < blocks; ++b) {
-    for (size_t c = 0; c < 4; ++c) pairs[b * 4 + c] = LaneInts<kTokens>{};
+    for (size_t c = 0; c < min_pairs; ++c) pairs[b * min_pairs + c] = LaneInts<kTokens>{};
     d[b] = LaneFloats<kTokens>{};
     for (size_t l = 0; l < live; ++l) {
       const size_t t = t0 + l;
       const int16_t* bs = x.bsums + (t * blocks + b) * kLaneBsums;
-      for (size_t c = 0; c < 4; ++c) {
-        const auto s0 = static_cast<uint16_t>(bs[4 * c] + bs[4 * c + 1]);
-        const auto s1 = static_cast<uint16_t>(bs[4 * c + 2] + bs[4 * c + 3]);
-        pairs[b * 4 + c].v[l] = static_cast<int32_t>(s0 | (uint32_t{s1} << 16));
+      for (size_t c = 0; c < min_pairs; ++c) {
+        const auto s0 =
+            static_cast<uint16_t>(min_pairs == 8 ? bs[2 * c] : bs[4 * c] + bs[4 * c + 1]);
+        const auto s1 =
+            static_cast<uint16_t>(min_pairs == 8 ? bs[2 * c + 1] : bs[4 * c + 2] + bs[4 * c + 3]);
+        pairs[b * min_pairs + c].v[l] = static_cast<int32_t>(s0 | (uint32_t{s1} << 16));
       }
       d[b].v[l] = x.d[t * blocks + b];
     }
@@ -103,8 +109,9 @@ struct LaneTokens {
   const LaneInts<kTokens>* qs;
   const LaneInts<kTokens>* pairs;
   const LaneFloats<kTokens>* d;
-  size_t groups;  // registers of kTokens tokens
-  size_t blocks;  // super-blocks per row
+  size_t groups;     // registers of kTokens tokens
+  size_t blocks;     // super-blocks per row
+  size_t min_pairs;  // pairs per super-block (0, 4 or 8)
 };
 
 template <size_t kTokens>
@@ -117,14 +124,14 @@ struct LaneBuffers {
 // The first n tokens of x in lanes of Isa::kTokens: Isa::pack_quads(x, t0, live, k0, out) writes
 // out[i] (i < kTokens): lane l = token t0 + l's quad k0 + i plus 128, for l < live, else 128.
 template <class Isa>
-LaneTokens<Isa::kTokens> pack_lane_tokens(const ActivationRows& x, size_t n,
+LaneTokens<Isa::kTokens> pack_lane_tokens(const ActivationRows& x, size_t n, size_t min_pairs,
                                           LaneBuffers<Isa::kTokens>& buf) {
   constexpr size_t kTokens = Isa::kTokens;
   const size_t blocks = x.cols / kLaneSuper;
   const size_t quads = blocks * kLaneQuads;
   const size_t groups = (n + kTokens - 1) / kTokens;
   if (buf.qs.size() < groups * quads) buf.qs.resize(groups * quads);
-  if (buf.pairs.size() < groups * blocks * 4) buf.pairs.resize(groups * blocks * 4);
+  if (buf.pairs.size() < groups * blocks * min_pairs) buf.pairs.resize(groups * blocks * min_pairs);
   if (buf.d.size() < groups * blocks) buf.d.resize(groups * blocks);
   for (size_t g = 0; g < groups; ++g) {
     const size_t t0 = g * kTokens;
@@ -132,10 +139,11 @@ LaneTokens<Isa::kTokens> pack_lane_tokens(const ActivationRows& x, size_t n,
     for (size_t k0 = 0; k0 < quads; k0 += kTokens) {
       Isa::pack_quads(x, t0, live, k0, buf.qs.data() + g * quads + k0);
     }
-    pack_lane_sums(x, t0, live, blocks, buf.pairs.data() + g * blocks * 4,
+    pack_lane_sums(x, t0, live, blocks, min_pairs, buf.pairs.data() + g * blocks * min_pairs,
                    buf.d.data() + g * blocks);
   }
-  return LaneTokens<kTokens>{buf.qs.data(), buf.pairs.data(), buf.d.data(), groups, blocks};
+  return LaneTokens<kTokens>{buf.qs.data(), buf.pairs.data(), buf.d.data(),
+                             groups,        blocks,           min_pairs};
 }
 
 // How many of n_tokens tokens the lanes take: whole registers, and a last partial one of at least
@@ -162,14 +170,15 @@ inline ActivationRows lanes_rest(const ActivationRows& x, size_t n) {
 // of group g; row r of group g goes to y[t * y_stride + 8g + r]. Isa: kTokens (per register),
 // kChunk (registers per pass over a window), pack_quads (pack_lane_tokens) and
 // chunk<Layout>(window, tokens, g0, g1, n, y, y_stride, col) for token registers [g0, g1). Layout:
-// kScaleQuads (quads per scale: 8 or 4), kMins, kMaxWeight and the unpacking that `unpack` runs.
+// kScaleQuads (quads per scale: 8 or 4), kMinPairs (0: no mins; 4: a min per 32 elements; 8: one
+// per 16), kMaxWeight and the unpacking that `unpack` runs.
 template <class Isa, class Layout, class Unpack>
 void lanes_groups(const Unpack& unpack, size_t n_groups, const ActivationRows& x, size_t n,
                   float* y, size_t y_stride) {
   const size_t blocks = x.cols / kLaneSuper;
   thread_local LaneBuffers<Isa::kTokens> buffers;
   thread_local std::vector<LaneBlock> window;
-  const LaneTokens<Isa::kTokens> packed = pack_lane_tokens<Isa>(x, n, buffers);
+  const LaneTokens<Isa::kTokens> packed = pack_lane_tokens<Isa>(x, n, Layout::kMinPairs, buffers);
   if (window.size() < blocks) window.resize(blocks);
   for (size_t g = 0; g < n_groups; ++g) {
     for (size_t b = 0; b < blocks; ++b) unpack(g, b, window[b]);

@@ -107,16 +107,16 @@ struct LanesAvx2 {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const __m256 dx = _mm256_load_ps(x.d[(g0 + t) * x.blocks + b].v);
-      const LaneInts<kTokens>* pr = x.pairs + ((g0 + t) * x.blocks + b) * 4;
+      const LaneInts<kTokens>* pr = x.pairs + ((g0 + t) * x.blocks + b) * x.min_pairs;
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const int i = r0 + r;
         __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(p.dw[i]), dx),
                                     _mm256_cvtepi32_ps(isum[r][t]));
-        if constexpr (Layout::kMins) {
+        if constexpr (Layout::kMinPairs > 0) {
           __m256i imin = _mm256_madd_epi16(load(pr[0]), _mm256_set1_epi32(p.mins[0][i]));
-#pragma GCC unroll 3
-          for (int c = 1; c < 4; ++c) {
+#pragma GCC unroll 7
+          for (int c = 1; c < Layout::kMinPairs; ++c) {
             imin = _mm256_add_epi32(
                 imin, _mm256_madd_epi16(load(pr[c]), _mm256_set1_epi32(p.mins[c][i])));
           }

@@ -93,17 +93,17 @@ struct LanesAvx512 {
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_load_ps(x.d[(g0 + t) * x.blocks + b].v);
-      const LaneInts<kTokens>* pr = x.pairs + ((g0 + t) * x.blocks + b) * 4;
+      const LaneInts<kTokens>* pr = x.pairs + ((g0 + t) * x.blocks + b) * x.min_pairs;
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const int i = r0 + r;
         __m512 term = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(p.dw[i]), dx),
                                     _mm512_cvtepi32_ps(isum[r][t]));
-        if constexpr (Layout::kMins) {
+        if constexpr (Layout::kMinPairs > 0) {
           __m512i imin =
               _mm512_madd_epi16(_mm512_load_si512(pr[0].v), _mm512_set1_epi32(p.mins[0][i]));
-#pragma GCC unroll 3
-          for (int c = 1; c < 4; ++c) {
+#pragma GCC unroll 7
+          for (int c = 1; c < Layout::kMinPairs; ++c) {
             imin = _mm512_dpwssd_epi32(imin, _mm512_load_si512(pr[c].v),
                                        _mm512_set1_epi32(p.mins[c][i]));
           }
