@@ -208,10 +208,10 @@ TEST_CASE("k-quant AVX2 and AVX-512 VNNI dot products are bit-identical to the s
     for (const size_t rows : {1u, 7u, 8u, 9u, 15u, 16u, 17u, 33u}) {
       // 2304 columns: 9 super-blocks, more than the Q2_K / Q3_K batched tiles unpack at once.
       for (const size_t cols : {256u, 512u, 2048u, 2304u}) {
-        // 1 to 17 tokens, then 22 and 37: the tokens-in-lanes walk of Q2_K and Q3_K from 16 (a
-        // padded or leftover last register).
-        for (const size_t n_tokens : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 10u, 11u, 12u, 13u, 14u,
-                                      15u, 16u, 17u, 22u, 37u}) {
+        // 1 to 17 tokens, then 22, 37 and 77: the tokens-in-lanes walk of Q2_K and Q3_K (from 16
+        // or 32 tokens on AVX2, 64 on AVX-512 VNNI; a padded or leftover last register).
+        for (const size_t n_tokens : {1u,  2u,  3u,  4u,  5u,  6u,  7u,  8u,  9u,  10u,
+                                      11u, 12u, 13u, 14u, 15u, 16u, 17u, 22u, 37u, 77u}) {
           ++case_index;
           const size_t misalign = 1 + case_index % 3;
           const size_t packed_bytes = cols / kSuper * k.block_bytes;
