@@ -121,6 +121,17 @@ struct LaneBuffers {
   std::vector<LaneFloats<kTokens>> d;
 };
 
+// The calling thread's buffers (one set per including file: internal linkage).
+template <size_t kTokens>
+LaneBuffers<kTokens>& lane_buffers() {
+  thread_local LaneBuffers<kTokens> buffers;
+  return buffers;
+}
+inline std::vector<LaneBlock>& lane_window() {
+  thread_local std::vector<LaneBlock> window;
+  return window;
+}
+
 // The first n tokens of x in lanes of Isa::kTokens: Isa::pack_quads(x, t0, live, k0, out) writes
 // out[i] (i < kTokens): lane l = token t0 + l's quad k0 + i plus 128, for l < live, else 128.
 template <class Isa>
@@ -176,8 +187,10 @@ template <class Isa, class Layout, class Unpack>
 void lanes_groups(const Unpack& unpack, size_t n_groups, const ActivationRows& x, size_t n,
                   float* y, size_t y_stride) {
   const size_t blocks = x.cols / kLaneSuper;
-  thread_local LaneBuffers<Isa::kTokens> buffers;
-  thread_local std::vector<LaneBlock> window;
+  // One set of buffers per thread and instruction-set file, whatever the layout: they grow to the
+  // largest call (the packed tokens are as large as the call's activation quants).
+  LaneBuffers<Isa::kTokens>& buffers = lane_buffers<Isa::kTokens>();
+  std::vector<LaneBlock>& window = lane_window();
   const LaneTokens<Isa::kTokens> packed = pack_lane_tokens<Isa>(x, n, Layout::kMinPairs, buffers);
   if (window.size() < blocks) window.resize(blocks);
   for (size_t g = 0; g < n_groups; ++g) {
