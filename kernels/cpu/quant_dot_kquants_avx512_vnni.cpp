@@ -35,6 +35,7 @@ struct Q23BatchIsa {
 }  // namespace
 }  // namespace tandem::kernels::detail
 
+#include "kernels/cpu/quant_dot_iq4_xs_lanes.h"
 #include "kernels/cpu/quant_dot_iq4_xs_tiles.h"
 #include "kernels/cpu/quant_dot_kquants_tiles.h"
 #include "kernels/cpu/quant_dot_q23_k_lanes.h"
@@ -90,6 +91,11 @@ void dot_q3_k_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows, const
 
 void dot_iq4_xs_avx512_vnni(const uint8_t* w, size_t row_bytes, size_t rows,
                             const ActivationRows& x, float* y, size_t y_stride) {
+  if (x.n_tokens >= LanesAvx512::kMinTokens) {
+    rows_lanes_dot<LanesAvx512, Iq4XsLanes>(w, row_bytes, rows, x, y, y_stride,
+                                            dot_rows<Iq4XsTiles>);
+    return;
+  }
   dot_rows<Iq4XsTiles>(w, row_bytes, rows, x, y, y_stride);
 }
 

@@ -158,12 +158,16 @@ LaneTokens<Isa::kTokens> pack_lane_tokens(const ActivationRows& x, size_t n, siz
 }
 
 // How many of n_tokens tokens the lanes take: whole registers, and a last partial one of at least
-// Isa::kPadTokens.
-template <class Isa>
+// Isa::kPadTokens, or of any size where the layout says kPadAll (its few-token kernel is much
+// slower than padding).
+template <class Isa, class Layout>
 size_t lanes_token_count(size_t n_tokens) {
   static_assert(Isa::kPadTokens <= Isa::kMinTokens, "the tokens left over take the few kernel");
-  return n_tokens % Isa::kTokens >= Isa::kPadTokens ? n_tokens
-                                                    : n_tokens / Isa::kTokens * Isa::kTokens;
+  constexpr bool kPadAll = requires {
+    Layout::kPadAll;
+  };
+  const size_t pad = kPadAll ? 1 : Isa::kPadTokens;
+  return n_tokens % Isa::kTokens >= pad ? n_tokens : n_tokens / Isa::kTokens * Isa::kTokens;
 }
 
 // Tokens [n, n_tokens) of x as a view.
@@ -206,7 +210,7 @@ void lanes_groups(const Unpack& unpack, size_t n_groups, const ActivationRows& x
 // The InterleavedDotFn contract (quant_dot.h) with the tokens in the lanes, for a call of at least
 // Isa::kMinTokens tokens (Layout::unpack(block, window) unpacks a group's super-block; kBlockBytes
 // its size). narrow: the layout's kernel for rows outside whole groups; few: for the tokens the
-// lanes leave (fewer than Isa::kPadTokens).
+// lanes leave (lanes_token_count).
 template <class Isa, class Layout>
 void x8_lanes_dot(const uint8_t* groups, size_t row_begin, size_t row_end, const ActivationRows& x,
                   float* y, size_t y_stride, InterleavedDotFn narrow, InterleavedDotFn few) {
@@ -220,7 +224,7 @@ void x8_lanes_dot(const uint8_t* groups, size_t row_begin, size_t row_end, const
   const size_t end = g_last * kLaneRows;
   if (row_begin < begin) narrow(groups, row_begin, begin, x, y, y_stride);
   if (end < row_end) narrow(groups, end, row_end, x, y + (end - row_begin), y_stride);
-  const size_t n = lanes_token_count<Isa>(x.n_tokens);
+  const size_t n = lanes_token_count<Isa, Layout>(x.n_tokens);
   const size_t group_bytes = x.cols / kLaneSuper * Layout::kBlockBytes;
   const uint8_t* first = groups + g_first * group_bytes;
   const auto unpack = [first, group_bytes](size_t g, size_t b, LaneBlock& window) {
@@ -244,7 +248,7 @@ void rows_lanes_dot(const uint8_t* w, size_t row_bytes, size_t rows, const Activ
     return;
   }
   if (whole < rows) few(w + whole * row_bytes, row_bytes, rows - whole, x, y + whole, y_stride);
-  const size_t n = lanes_token_count<Isa>(x.n_tokens);
+  const size_t n = lanes_token_count<Isa, Layout>(x.n_tokens);
   const auto unpack = [w, row_bytes](size_t g, size_t b, LaneBlock& window) {
     Layout::unpack_rows(w + g * kLaneRows * row_bytes, row_bytes, b, window);
   };
