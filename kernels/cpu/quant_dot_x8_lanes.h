@@ -1,31 +1,34 @@
-// Tokens in the lanes: the many-token (prefill) walk of the K-quant x8 kernels (Q4_K, Q5_K, Q6_K;
-// quant_dot.h's layouts) with Q8_K activations, bit-identical to the scalar references. This file
-// holds what every instruction set shares: the unpacked window of a group's super-block, the
-// tokens' per-super-block sums and scales, and the call frame. The registers and the arithmetic
-// are per instruction set (quant_dot_x8_lanes_avx512.h: 16 tokens per register, vpdpbusd;
-// quant_dot_x8_lanes_avx2.h: 8, maddubs); each weight layout brings its unpacking
-// (quant_dot_q45_k_x8_lanes.h, quant_dot_q6_k_x8_lanes.h). AVX2-level code with internal linkage,
-// included by the x8 kernel files under their own -m flags.
+// Tokens in the lanes: the many-token (prefill) walk of the Q8_K-activation kernels, on the x8
+// layouts (Q4_K, Q5_K, Q6_K; quant_dot.h) and on plain rows (Q2_K, Q3_K, IQ4_XS, the grid
+// i-quants), bit-identical to the scalar references. This file holds what every instruction set
+// shares: the unpacked window of eight rows' super-block, the tokens' per-super-block sums and
+// scales, and the call frames. The registers and the arithmetic are per instruction set
+// (quant_dot_x8_lanes_avx512.h: 16 tokens per register, vpdpbusd; quant_dot_x8_lanes_avx2.h: 8,
+// maddubs); each weight layout brings its unpacking (quant_dot_q45_k_x8_lanes.h,
+// quant_dot_q6_k_x8_lanes.h, quant_dot_q23_k_lanes.h, quant_dot_iq4_xs_lanes.h,
+// quant_dot_iquants_lanes.h). AVX2-level code with internal linkage, included by the kernel files
+// under their own -m flags.
 //
 // Technique. The x8 tiles put one weight row in each 32-bit lane and broadcast four activation
 // quants per step, so every token's four quants cost a broadcast and every few tokens unpack the
 // weights again. Here one register holds the same four quants of many tokens (packed once per
-// call: a transpose of 32-bit units), a group's weights are unpacked once per call into a window
+// call: a transpose of 32-bit units), eight rows' weights are unpacked once per call into a window
 // of signed bytes in the same order (quad k, row i: row i's elements 4k .. 4k + 3), and each step
 // multiplies all the register's tokens by one row's four weights, broadcast from the window. The
 // int8 instructions take one operand unsigned: the activation quants go in plus 128, the weights
 // signed, and the extra 128 * sum_s scale_s * (sum of scale group s's weights) is a per-row
-// constant of the super-block (`bias`) that each row's sum starts below. Per scale group (32
-// elements for Q4_K / Q5_K, 16 for Q6_K) the group's int32 sum times the row's scale goes into
-// isum; per super-block, lane-wise, the reference's float terms (with imin = sum_j min_j *
-// (bsums[2j] + bsums[2j + 1]), or Q2_K's sum_j min_j * bsums[j], where the type has mins) are added
-// to the token's sum. Every integer
-// is exact: a group's sum of q * (x + 128) is at most 32 * 31 * 255 (Q6_K: 16 * 32 * 255), times a
-// scale <= 63 (128) and summed over the super-block it stays below 2^29.
+// constant of the super-block (`bias`) that each row's sum starts below. Per scale group (32 or 16
+// elements, or the whole super-block where the layout premultiplies its scales) the group's int32
+// sum times the row's scale goes into isum; per super-block, lane-wise, the reference's float terms
+// (with imin = sum_j min_j * (bsums[2j] + bsums[2j + 1]), or Q2_K's sum_j min_j * bsums[j], where
+// the type has mins) are added to the token's sum. Every integer is exact: a group's sum of
+// w * (x + 128) is at most 32 * 127 * 255 (IQ4_XS, the largest weights), times a scale of at most
+// 32 and summed over the super-block it stays below 2^29; each layout states its own bound.
 //
-// Calls of fewer than Isa::kMinTokens tokens keep the instruction set's other tiles. Tokens after
-// the last whole register are padded when at least Isa::kPadTokens remain, else go to the few-token
-// kernel after the lanes; rows outside whole groups of the range go to the narrow kernel.
+// Calls of fewer than Isa::kMinTokens tokens keep the instruction set's other tiles (a kernel file
+// may ask for more). Tokens after the last whole register are padded when at least
+// Isa::kPadTokens remain (any, for a layout with kPadAll), else go to the few-token kernel after
+// the lanes; rows outside whole groups go to the narrow kernel (x8) or the few-token one (rows).
 #pragma once
 
 #include <immintrin.h>
