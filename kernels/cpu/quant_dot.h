@@ -155,7 +155,9 @@ void dot_q2_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const Acti
 void dot_q3_k_scalar(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                      float* y, size_t y_stride);
 
-// AVX2 (+FMA +F16C) variants; callable only when cpu_features() reports them.
+// AVX2 (+FMA +F16C) variants; callable only when cpu_features() reports them. Calls of many tokens
+// take the tokens in the lanes (quant_dot_x8_lanes.h): Q3_K from 16 tokens, Q2_K from 32, the
+// grid i-quants from 16; on AVX-512 VNNI Q2_K and Q3_K from 64, IQ4_XS from 16.
 void dot_q8_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
                    float* y, size_t y_stride);
 void dot_q4_0_avx2(const uint8_t* w, size_t row_bytes, size_t rows, const ActivationRows& x,
