@@ -330,12 +330,8 @@ void dot_q23_k(const uint8_t* w, size_t row_bytes, size_t rows, const Activation
                     y_stride);
   }
   if (passed_tokens < x.n_tokens) {
-    ActivationRows rest = x;
-    rest.n_tokens = x.n_tokens - passed_tokens;
-    rest.qs = x.qs + passed_tokens * x.cols;
-    rest.d = x.d + passed_tokens * blocks;
-    rest.bsums = x.bsums + passed_tokens * blocks * kSumsPerBlock;
-    dot_rows<Tiles>(w, row_bytes, full_rows, rest, y + passed_tokens * y_stride, y_stride);
+    dot_rows<Tiles>(w, row_bytes, full_rows, row_range(x, passed_tokens, x.n_tokens),
+                    y + passed_tokens * y_stride, y_stride);
   }
 }
 

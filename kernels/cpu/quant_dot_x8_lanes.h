@@ -173,17 +173,6 @@ size_t lanes_token_count(size_t n_tokens) {
   return n_tokens % Isa::kTokens >= pad ? n_tokens : n_tokens / Isa::kTokens * Isa::kTokens;
 }
 
-// Tokens [n, n_tokens) of x as a view.
-inline ActivationRows lanes_rest(const ActivationRows& x, size_t n) {
-  const size_t blocks = x.cols / kLaneSuper;
-  ActivationRows rest = x;
-  rest.n_tokens = x.n_tokens - n;
-  rest.qs = x.qs + n * x.cols;
-  rest.d = x.d + n * blocks;
-  rest.bsums = x.bsums + n * blocks * kLaneBsums;
-  return rest;
-}
-
 // Tokens [0, n) of x against n_groups groups of 8 rows: unpack(g, b, window) unpacks super-block b
 // of group g; row r of group g goes to y[t * y_stride + 8g + r]. Isa: kTokens (per register),
 // kChunk (registers per pass over a window), pack_quads (pack_lane_tokens) and
@@ -235,7 +224,8 @@ void x8_lanes_dot(const uint8_t* groups, size_t row_begin, size_t row_end, const
   };
   float* out = y + (begin - row_begin);
   lanes_groups<Isa, Layout>(unpack, g_last - g_first, x, n, out, y_stride);
-  if (n < x.n_tokens) few(groups, begin, end, lanes_rest(x, n), out + n * y_stride, y_stride);
+  if (n < x.n_tokens)
+    few(groups, begin, end, row_range(x, n, x.n_tokens), out + n * y_stride, y_stride);
   _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
 }
 
@@ -256,7 +246,8 @@ void rows_lanes_dot(const uint8_t* w, size_t row_bytes, size_t rows, const Activ
     Layout::unpack_rows(w + g * kLaneRows * row_bytes, row_bytes, b, window);
   };
   lanes_groups<Isa, Layout>(unpack, whole / kLaneRows, x, n, y, y_stride);
-  if (n < x.n_tokens) few(w, row_bytes, whole, lanes_rest(x, n), y + n * y_stride, y_stride);
+  if (n < x.n_tokens)
+    few(w, row_bytes, whole, row_range(x, n, x.n_tokens), y + n * y_stride, y_stride);
   _mm256_zeroupper();  // the callers may be SSE code (see attention_rows_avx2.cpp)
 }
 

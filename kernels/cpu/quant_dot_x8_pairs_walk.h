@@ -46,19 +46,6 @@ constexpr size_t kPairSumsPerBlock = 16;  // Q8_K bsums per super-block
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1));
 }
 
-// The rows of `x` from token t0 on, as a view (Q8_0: a scale per 32 elements; Q8_K: per 256, with
-// 16 bsums).
-ActivationRows tokens_from(const ActivationRows& x, size_t t0) {
-  ActivationRows v = x;
-  const bool q8_k = x.format == ActivationFormat::kQ8_K;
-  const size_t scales = x.cols / (q8_k ? kPairSuper : 32);
-  v.n_tokens = x.n_tokens - t0;
-  v.qs = x.qs + t0 * x.cols;
-  v.d = x.d + t0 * scales;
-  if (q8_k) v.bsums = x.bsums + t0 * scales * kPairSumsPerBlock;
-  return v;
-}
-
 // An x8 kernel's narrow form: the InterleavedDotFn of its 256-bit tiles.
 using NarrowDotFn = void (*)(const uint8_t*, size_t, size_t, const ActivationRows&, float*, size_t);
 
@@ -86,7 +73,7 @@ void x8_pairs_walk(const PairKernel& kernel, const uint8_t* groups, size_t row_b
     narrow(groups, pair_end, row_end, x, y + (pair_end - row_begin), y_stride);
   }
   const size_t whole = n / kPairTokens * kPairTokens;
-  const ActivationRows rest = tokens_from(x, whole);
+  const ActivationRows rest = row_range(x, whole, x.n_tokens);
   for (size_t p = 0; p < pairs; ++p) {
     const size_t g = g_first + 2 * p;
     const size_t col = g * kX8GroupRows - row_begin;
