@@ -239,9 +239,13 @@ void dot_q5_0_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride);
 void dot_iq4_nl_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                           const ActivationRows& x, float* y, size_t y_stride);
-// AVX2 (and the plain AVX-512 column): the plain-row kernels' 8-row groups on the interleave.
+// AVX2 (and the plain AVX-512 column): the plain-row kernels' 8-row groups on the interleave, each
+// group's first token tile prefetching 2 KiB ahead (prefetch_ahead.h); the unprefetched Q8_0 form
+// is the AVX-512 VNNI kernel's one-token path.
 void dot_q8_0_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                       const ActivationRows& x, float* y, size_t y_stride);
+void dot_q8_0_x8_unprefetched_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                                   const ActivationRows& x, float* y, size_t y_stride);
 void dot_q4_0_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                       const ActivationRows& x, float* y, size_t y_stride);
 void dot_q5_0_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
@@ -249,8 +253,8 @@ void dot_q5_0_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
 void dot_iq4_nl_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride);
 // AVX-512 VNNI, Q8_0 only: the plain-row kernel's 16-row tiles (two groups) on the interleave, one
-// token through dot_q8_0_x8_avx2. (Q4_0, Q5_0 and IQ4_NL keep their plain rows there: on the
-// interleave the 16-row tiles streamed 20-30 % slower with 2 and 8 tokens on a Zen 4.)
+// token through dot_q8_0_x8_unprefetched_avx2. (Q4_0, Q5_0 and IQ4_NL keep their plain rows there:
+// on the interleave the 16-row tiles streamed 20-30 % slower with 2 and 8 tokens on a Zen 4.)
 void dot_q8_0_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride);
 

@@ -16,6 +16,9 @@ namespace tandem::kernels::detail {
 namespace {
 
 struct Avx2Isa {
+  // The tiles of up to 4 tokens prefetch this far ahead (prefetch_ahead.h), as the AVX2 K-quant
+  // x8 tiles: the hardware prefetchers alone leave a first-generation Zen EPYC short of its rate.
+  static constexpr size_t kPrefetchAhead = 2048;
   // Lane i: row i's sum of u * x over the block, for one token's block quants xb. maddubs'
   // 2-element sums are at most 2 * 24 * 128 = 6144 in magnitude (no saturation); four of them added
   // in int16 stay within 24576; madd with ones widens each lane's two int16 to one int32.

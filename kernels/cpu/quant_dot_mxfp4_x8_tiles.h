@@ -3,7 +3,8 @@
 // (quant_dot_mxfp4_x8_avx2.cpp, quant_dot_mxfp4_x8_avx512_vnni.cpp) instantiates under its own -m
 // flags with its `Isa`: a struct whose static `__m256i block_sums(const Unpacked& w, const int8_t*
 // xb)` returns, in lane i, row i's exact int32 sum of u * x over one block (u the biased weights
-// below, xb one token's 32 activation quants). Everything here has internal linkage (see
+// below, xb one token's 32 activation quants) and whose `kPrefetchAhead` is the few-token tiles'
+// prefetch distance in bytes (0: none). Everything here has internal linkage (see
 // quant_dot_kquants_tiles.h for why).
 //
 // Technique: one 32-bit lane per weight row, with no horizontal reduction. A group's block is four
@@ -88,8 +89,9 @@ struct TokenTile {
 };
 
 // One group against a tile of kTokens tokens, unpacking each block once into registers and running
-// every token over it. No software prefetch: a group is one sequential run of bytes, which the
-// hardware prefetchers stream best (see quant_dot_x8_walk.h).
+// every token over it. A group is one sequential run of bytes: tiles of up to 4 tokens prefetch
+// Isa::kPrefetchAhead bytes ahead where the instruction set asks for it (prefetch_ahead.h), else
+// the hardware prefetchers alone stream it (see quant_dot_x8_walk.h).
 template <class Isa, int kTokens>
 void tall_tile(const uint8_t* g, size_t blocks, const TokenTile<kTokens>& x,
                const X8Outputs<kTokens>& y) {
@@ -98,6 +100,9 @@ void tall_tile(const uint8_t* g, size_t blocks, const TokenTile<kTokens>& x,
   for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* block = g + b * kBlockBytes;
+    if constexpr (kTokens <= 4 && Isa::kPrefetchAhead > 0) {
+      prefetch_ahead(block, Isa::kPrefetchAhead, kBlockBytes);
+    }
     const Unpacked w = unpack(block);
     const __m256 de = scales(block);
 #pragma GCC unroll 8

@@ -20,6 +20,9 @@ namespace {
 // (0..63) sits in both int16 halves of its lane, so vpmaddwd gives scale * (sum of the two halves)
 // in int32, exact.
 struct Q45KX8Isa {
+  // The tiles of up to 4 tokens prefetch this far ahead (prefetch_ahead.h): on a first-generation
+  // Zen EPYC the hardware prefetchers alone left them streaming at 70-80 % of their in-cache rate.
+  static constexpr size_t kPrefetchAhead = 2048;
   template <int kQuantMax>
   static constexpr int exact_steps() {
     return 32767 / (2 * kQuantMax * 128);

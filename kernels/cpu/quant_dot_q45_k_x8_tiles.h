@@ -15,6 +15,8 @@
 //     only where twice a chain's steps stay within exact_steps);
 //   static __m256i finish(__m256i isum, __m256i acc, __m256i scale): isum plus, in int32 lane i,
 //     scale_i times the exact sum lane i of acc holds.
+//   static constexpr size_t kPrefetchAhead: how far ahead (bytes) the tiles of up to 4 tokens
+//     prefetch each block they stream (prefetch_ahead.h; 0: none).
 // Everything here has internal linkage (see quant_dot_kquants_tiles.h for why).
 //
 // Technique: one 32-bit lane per weight row, no horizontal reduction. Per sub-block pair c and
@@ -140,6 +142,9 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
   for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = g0 + b * Format::kBlockBytes;
+    if constexpr (T <= 4 && Q45KX8Isa::kPrefetchAhead > 0) {
+      prefetch_ahead(blk, Q45KX8Isa::kPrefetchAhead, Format::kBlockBytes);
+    }
     Scales s;
     unpack_scales(blk, s);
     __m256i isum[T];

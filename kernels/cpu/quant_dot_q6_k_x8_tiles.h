@@ -7,7 +7,9 @@
 //                                           const int16_t* const* bsums, __m256i* isum):
 // for the group super-block at blk and token t's 256 activation quants xq[t] and 16 bsums
 // bsums[t], int32 lane i of isum[t] = row i's exact sum over the 16 groups g of
-// scale_g * sum((q - 32) * x), the integer part of dot_q6_k_scalar's super-block term.
+// scale_g * sum((q - 32) * x), the integer part of dot_q6_k_scalar's super-block term; and
+//   static constexpr size_t kPrefetchAhead: how far ahead (bytes) the tiles of up to 4 tokens
+//   prefetch each block they stream (prefetch_ahead.h; 0: none).
 // Everything here has internal linkage (see quant_dot_kquants_tiles.h for why).
 //
 // Per super-block and token, the reference's (d * dx) * float(isum), then sum + term, lane-wise
@@ -56,6 +58,9 @@ void run_q6_k_x8_tile(const uint8_t* g0, size_t blocks, const Q8KTokens<T>& x,
   for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = g0 + b * kBlockBytes;
+    if constexpr (T <= 4 && Q6KX8Isa::kPrefetchAhead > 0) {
+      prefetch_ahead(blk, Q6KX8Isa::kPrefetchAhead, kBlockBytes);
+    }
     const int8_t* xq[T];
     const int16_t* bs[T];
 #pragma GCC unroll 4

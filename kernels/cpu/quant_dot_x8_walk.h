@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/prefetch_ahead.h"
+
 namespace tandem::kernels::detail {
 namespace {
 
@@ -78,11 +80,15 @@ X8Outputs<T> x8_outputs(const X8Call& c, size_t g, size_t t0) {
 // `kernel.template tile<T>(g, t0, y)` runs one. One group per tile streams best: a tile of
 // four groups x one token, which shares each activation broadcast among the groups, read a
 // 256 MiB Q4_K matrix at 22.6 GB/s on one Zen 4 thread where single groups read 38.5 (MXFP4:
-// 29.7 -> 32.7), and was slower in cache too. The tiles issue no software prefetches: walking one
-// group after the other reads the call's bytes in one sequential run, which the hardware
-// prefetchers follow; prefetching the next group at the same offset (into L1 for Q4_K, L2 for
-// MXFP4) cost streaming speed on a Zen 4 (one thread, 256 MiB, one token: Q4_K 15-18 -> 24-26
-// GB/s, MXFP4 9-11 -> 22-27 GB/s without; a plain read 24 GB/s).
+// 29.7 -> 32.7), and was slower in cache too. Walking one group after the other reads the call's
+// bytes in one sequential run, which the hardware prefetchers follow; prefetching the next group
+// at the same offset (into L1 for Q4_K, L2 for MXFP4) cost streaming speed on a Zen 4 (one thread,
+// 256 MiB, one token: Q4_K 15-18 -> 24-26 GB/s, MXFP4 9-11 -> 22-27 GB/s without; a plain read 24
+// GB/s), so the AVX-512 VNNI tiles issue no software prefetches. The AVX2 tiles of up to 4 tokens
+// prefetch each block's bytes 2 KiB ahead (prefetch_ahead.h): on a first-generation Zen EPYC,
+// whose hardware prefetchers left them at 70-80 % of their in-cache rate, one token streamed
+// 256 MiB at Q8_0 6.1 -> 8.9-9.4, Q5_K 6.0-6.1 -> 6.9-7.3, Q6_K 6.9-7.4 -> 7.3-8.3 and MXFP4
+// 7.0-7.3 -> 7.6-7.7 GB/s per thread (Q4_K 7.7-7.9 -> 7.7-8.3).
 template <typename K>
 void x8_walk(const X8Call& c, const K& kernel) {
   if (c.row_begin >= c.row_end || c.n_tokens == 0) return;
