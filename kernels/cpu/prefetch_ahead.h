@@ -24,5 +24,14 @@ namespace {
   }
 }
 
+// The x8 tiles' rule, in one place: a tile of kTokens tokens prefetches the block it streams
+// kAhead bytes ahead when it has at most 4 tokens (from 8 tokens the compute hides the memory)
+// and its instruction set asks for it (kAhead > 0; 0 on the AVX-512 VNNI tiles, which the
+// hardware prefetchers alone keep at the memory rate).
+template <size_t kAhead, int kTokens>
+[[gnu::always_inline]] inline void prefetch_tile_block(const uint8_t* block, size_t bytes) {
+  if constexpr (kTokens <= 4 && kAhead > 0) prefetch_ahead(block, kAhead, bytes);
+}
+
 }  // namespace
 }  // namespace tandem::kernels::detail

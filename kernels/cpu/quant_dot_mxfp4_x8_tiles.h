@@ -100,9 +100,7 @@ void tall_tile(const uint8_t* g, size_t blocks, const TokenTile<kTokens>& x,
   for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* block = g + b * kBlockBytes;
-    if constexpr (kTokens <= 4 && Isa::kPrefetchAhead > 0) {
-      prefetch_ahead(block, Isa::kPrefetchAhead, kBlockBytes);
-    }
+    prefetch_tile_block<Isa::kPrefetchAhead, kTokens>(block, kBlockBytes);
     const Unpacked w = unpack(block);
     const __m256 de = scales(block);
 #pragma GCC unroll 8

@@ -142,9 +142,7 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
   for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = g0 + b * Format::kBlockBytes;
-    if constexpr (T <= 4 && Q45KX8Isa::kPrefetchAhead > 0) {
-      prefetch_ahead(blk, Q45KX8Isa::kPrefetchAhead, Format::kBlockBytes);
-    }
+    prefetch_tile_block<Q45KX8Isa::kPrefetchAhead, T>(blk, Format::kBlockBytes);
     Scales s;
     unpack_scales(blk, s);
     __m256i isum[T];

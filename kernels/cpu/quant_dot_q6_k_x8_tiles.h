@@ -58,9 +58,7 @@ void run_q6_k_x8_tile(const uint8_t* g0, size_t blocks, const Q8KTokens<T>& x,
   for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = g0 + b * kBlockBytes;
-    if constexpr (T <= 4 && Q6KX8Isa::kPrefetchAhead > 0) {
-      prefetch_ahead(blk, Q6KX8Isa::kPrefetchAhead, kBlockBytes);
-    }
+    prefetch_tile_block<Q6KX8Isa::kPrefetchAhead, T>(blk, kBlockBytes);
     const int8_t* xq[T];
     const int16_t* bs[T];
 #pragma GCC unroll 4
