@@ -33,6 +33,8 @@ void print_bench_usage(std::FILE* out) {
       "pool of --split-threads T threads (default 1), running beside the first.\n"
       "--dense-gpu: attention, norms, routers, shared experts, the head and the KV\n"
       "cache on CUDA device 0, as tandemd's runtime.dense_device (CUDA builds only).\n"
+      "--kv-cache-type f32|f16: the KV cache's element type, as tandemd's\n"
+      "runtime.kv_cache_type (default f32).\n"
       "--repeat N: one untimed warm-up (the prompt, then one decode step) and N timed\n"
       "runs, each on a fresh cache; prints the mean and standard deviation of each rate,\n"
       "as llama-bench does with -r N (default 1: one timed run, no warm-up).\n"
@@ -74,6 +76,7 @@ int run_bench(std::span<char*> args) {
   };
   bool profile = false;
   bool dense_gpu = false;
+  kernels::KvType kv_cache_type = kernels::KvType::kF32;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -85,6 +88,13 @@ int run_bench(std::span<char*> args) {
       dense_gpu = true;
     } else if (arg == "--model" && i + 1 < args.size()) {
       model_path = args[++i];
+    } else if (arg == "--kv-cache-type" && i + 1 < args.size()) {
+      auto type = parse_kv_cache_type(args[++i]);
+      if (!type.ok()) {
+        std::fprintf(stderr, "tandem bench: %s\n", type.status().message().c_str());
+        return 2;
+      }
+      kv_cache_type = *type;
     } else if (int* count = count_flag(arg); count != nullptr && i + 1 < args.size()) {
       auto v = parse_count(args[i], args[i + 1]);
       ++i;
@@ -111,7 +121,8 @@ int run_bench(std::span<char*> args) {
   auto session = open_session(model_path, {.threads = threads,
                                            .gpu_experts = gpu_experts,
                                            .dense_gpu = dense_gpu,
-                                           .max_batch_tokens = std::max(1, prompt_tokens)});
+                                           .max_batch_tokens = std::max(1, prompt_tokens),
+                                           .kv_cache_type = kv_cache_type});
   if (!session.ok()) {
     // The engine names tandemd's settings; say which flags asked for them.
     std::string asked;
@@ -189,9 +200,9 @@ int run_bench(std::span<char*> args) {
     runs.push_back(*t);
   }
   const double bandwidth = measure_read_bandwidth(runner.pool(), uint64_t{1} << 30, 3);
-  std::printf("model %s, %zu threads, matmul kernels %s\n", model_path.c_str(),
-              runner.pool().n_threads(),
-              std::string(kernels::active_matmul_variant_name()).c_str());
+  std::printf("model %s, %zu threads, matmul kernels %s, KV cache %s\n", model_path.c_str(),
+              runner.pool().n_threads(), std::string(kernels::active_matmul_variant_name()).c_str(),
+              std::string(kernels::kv_type_name(runner.kv_layout().type)).c_str());
   std::printf("cpu: %s; measured read bandwidth %.1f GB/s (%zu threads, 1 GiB)\n",
               kernels::cpu_features_string(kernels::cpu_features()).c_str(), bandwidth / 1e9,
               runner.pool().n_threads());

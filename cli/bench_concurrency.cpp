@@ -38,13 +38,14 @@ struct Options {
   int prompt_tokens = 32;
   int gen_tokens = 32;
   int threads = 0;
+  kernels::KvType kv_cache_type = kernels::KvType::kF32;
   bool json = false;
 };
 
 void print_usage(std::ostream& out) {
   out << "usage: tandem bench --model M --concurrency N[,N...] [--prompt-tokens N] "
          "[--gen-tokens N]\n"
-         "                    [--threads T] [--json]\n"
+         "                    [--threads T] [--kv-cache-type f32|f16] [--json]\n"
          "Runs N greedy requests together through the engine scheduler (synthetic prompts of\n"
          "--prompt-tokens each, default 32; --gen-tokens each, default 32, at least 2) and prints\n"
          "the aggregate and per-sequence decode tokens per second for each N, with the ratio to\n"
@@ -52,8 +53,9 @@ void print_usage(std::ostream& out) {
 }
 
 Result<Options> parse_options(std::span<const std::string> args, bool& help) {
-  static constexpr std::string_view kWithValue[] = {"--model", "--concurrency", "--prompt-tokens",
-                                                    "--gen-tokens", "--threads"};
+  static constexpr std::string_view kWithValue[] = {"--model",         "--concurrency",
+                                                    "--prompt-tokens", "--gen-tokens",
+                                                    "--threads",       "--kv-cache-type"};
   static constexpr std::string_view kSwitches[] = {"--json"};
   TANDEM_ASSIGN_OR_RETURN(ParsedFlags parsed, parse_flags(args, kWithValue, kSwitches));
   help = parsed.help;
@@ -65,6 +67,8 @@ Result<Options> parse_options(std::span<const std::string> args, bool& help) {
       TANDEM_ASSIGN_OR_RETURN(o.concurrency, parse_concurrency_list(f.value));
     } else if (f.name == "--json") {
       o.json = true;
+    } else if (f.name == "--kv-cache-type") {
+      TANDEM_ASSIGN_OR_RETURN(o.kv_cache_type, parse_kv_cache_type(f.value));
     } else {
       TANDEM_ASSIGN_OR_RETURN(const int v, parse_count(f.name.c_str(), f.value));
       (f.name == "--prompt-tokens" ? o.prompt_tokens
@@ -101,7 +105,8 @@ Result<ConcurrencyRow> run_level(const Options& o, int n, bool& model_error) {
   // Every prompt fits the first forward pass, so that pass is all prefill and the rest all decode.
   engine::EngineOptions options = session_engine_options(
       o.model_path, {.threads = o.threads,
-                     .max_batch_tokens = std::max<int64_t>(int64_t{n} * o.prompt_tokens, n)});
+                     .max_batch_tokens = std::max<int64_t>(int64_t{n} * o.prompt_tokens, n),
+                     .kv_cache_type = o.kv_cache_type});
   options.limits.max_running = n;
   options.limits.prefill_chunk_tokens = o.prompt_tokens;
   options.queue_capacity = static_cast<size_t>(n);

@@ -17,6 +17,7 @@ engine::EngineOptions session_engine_options(const std::string& path,
   o.placement.num_gpu_experts = options.gpu_experts;
   o.dense_device = options.dense_gpu ? engine::DenseDevice::kGpu : engine::DenseDevice::kCpu;
   o.threads = options.threads;
+  o.kv_cache_type = options.kv_cache_type;
   o.limits.max_batch_tokens = options.max_batch_tokens;
   o.limits.max_running = 1;  // one sequence of direct passes (bench --concurrency sets its own)
   o.limits.prefill_chunk_tokens =
@@ -77,6 +78,15 @@ Result<int> parse_count(const char* flag, const std::string& text) {
                                   text + "'");
   }
   return value;
+}
+
+Result<kernels::KvType> parse_kv_cache_type(const std::string& text) {
+  if (const auto type = kernels::parse_kv_type(text)) return *type;
+  std::string choices;
+  for (const std::string_view name : kernels::kv_type_names()) {
+    choices += (choices.empty() ? "" : ", ") + std::string(name);
+  }
+  return invalid_argument_error("--kv-cache-type: '" + text + "' is not one of: " + choices);
 }
 
 }  // namespace tandem::cli

@@ -13,6 +13,7 @@
 #include "engine/model/model.h"
 #include "engine/runtime/runtime.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "kernels/cpu/kv_type.h"
 
 namespace tandem::cli {
 
@@ -23,6 +24,7 @@ struct SessionOptions {
   bool dense_gpu = false;   // the dense parts and the KV cache on the GPU (or fail)
   // The most tokens of one forward pass (GPU scratch is sized for it).
   int64_t max_batch_tokens = 2048;
+  kernels::KvType kv_cache_type = kernels::KvType::kF32;  // runtime.kv_cache_type
 };
 
 // The engine a command runs directly (its scheduler never starts). Owned by one command on the
@@ -58,5 +60,8 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text);
 
 // Parses a non-negative int flag value; INVALID_ARGUMENT naming the flag otherwise.
 Result<int> parse_count(const char* flag, const std::string& text);
+
+// Parses --kv-cache-type's value (f32, f16); INVALID_ARGUMENT naming the flag and the choices.
+Result<kernels::KvType> parse_kv_cache_type(const std::string& text);
 
 }  // namespace tandem::cli

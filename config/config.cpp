@@ -38,4 +38,8 @@ std::span<const std::string_view> enum_names(CpuKernels) {
   return kCpuKernelsNames;
 }
 
+std::span<const std::string_view> enum_names(kernels::KvType) {
+  return kernels::kv_type_names();
+}
+
 }  // namespace tandem::config

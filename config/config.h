@@ -15,6 +15,7 @@
 
 #include "base/log.h"
 #include "engine/placement/placement_policy.h"
+#include "kernels/cpu/kv_type.h"
 
 namespace tandem::config {
 
@@ -84,6 +85,7 @@ struct RuntimeConfig {
   CpuKernels cpu_kernels = CpuKernels::kAuto;
   bool repack_weights = true;
   bool numa = true;
+  kernels::KvType kv_cache_type = kernels::KvType::kF32;
 };
 
 struct LoggingConfig {
@@ -109,6 +111,7 @@ std::span<const std::string_view> enum_names(LogFormat);
 std::span<const std::string_view> enum_names(DenseDevice);
 std::span<const std::string_view> enum_names(LoadMode);
 std::span<const std::string_view> enum_names(CpuKernels);
+std::span<const std::string_view> enum_names(kernels::KvType);
 
 // The spelling of one value ("gguf", "budget", "info", "json").
 template <typename E>

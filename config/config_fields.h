@@ -17,9 +17,9 @@
 namespace tandem::config {
 
 // Where one field lives inside a Config. The pointee type decides the field's kind.
-using FieldRef =
-    std::variant<std::string*, int*, uint64_t*, bool*, std::vector<std::string>*, ModelFormat*,
-                 PlacementPolicy*, LogLevel*, LogFormat*, DenseDevice*, LoadMode*, CpuKernels*>;
+using FieldRef = std::variant<std::string*, int*, uint64_t*, bool*, std::vector<std::string>*,
+                              ModelFormat*, PlacementPolicy*, LogLevel*, LogFormat*, DenseDevice*,
+                              LoadMode*, CpuKernels*, kernels::KvType*>;
 
 // kBool values are spelled true or false (YAML 1.2's booleans; also in variables and flags).
 enum class FieldKind { kString, kInteger, kByteSize, kBool, kStringList, kEnum };

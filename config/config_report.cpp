@@ -132,8 +132,9 @@ std::vector<std::string> config_summary_lines(const Config& config) {
       (r.threads == 0 ? std::string("(all cores)") : std::to_string(r.threads)) + ", batch " +
       std::to_string(r.max_batch_tokens) + " tokens, prefill chunk " +
       std::to_string(r.prefill_chunk_tokens) + ", KV cache " + format_byte_size(r.kv_cache_bytes) +
-      ", dense parts " + std::string(enum_name(r.dense_device)) + ", CUDA device " +
-      std::to_string(r.cuda_device) + ", CPU kernels " + std::string(enum_name(r.cpu_kernels)) +
+      " of " + std::string(enum_name(r.kv_cache_type)) + ", dense parts " +
+      std::string(enum_name(r.dense_device)) + ", CUDA device " + std::to_string(r.cuda_device) +
+      ", CPU kernels " + std::string(enum_name(r.cpu_kernels)) +
       (r.repack_weights ? ", repacked weights" : ", weights as mapped") +
       (r.numa ? "" : ", NUMA placement off"));
   lines.push_back("logging: " + std::string(enum_name(config.logging.level)) + ", " +

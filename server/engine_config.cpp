@@ -45,6 +45,7 @@ engine::EngineOptions engine_options(const config::Config& config) {
   o.threads = config.runtime.threads;
   o.repack_weights = config.runtime.repack_weights;
   o.numa = config.runtime.numa;
+  o.kv_cache_type = config.runtime.kv_cache_type;
   o.limits.max_batch_tokens = config.runtime.max_batch_tokens;
   o.limits.prefill_chunk_tokens = config.runtime.prefill_chunk_tokens;
   o.limits.max_running = config.server.max_running_requests;

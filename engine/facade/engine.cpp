@@ -144,6 +144,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
   runner_options.interleave_experts = options.repack_weights;
   runner_options.interleave_dense = options.repack_weights;
   runner_options.numa = options.numa;
+  runner_options.kv_type = options.kv_cache_type;
   runner_options.context_length = static_cast<size_t>(std::max(0, options.context_length));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRunner> runner,
                           runtime::ModelRunner::create(spec, *checkpoint.weights, runner_options));

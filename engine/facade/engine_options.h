@@ -14,6 +14,7 @@
 #include "engine/placement/placement_startup.h"
 #include "engine/runtime/routing_observer.h"
 #include "engine/runtime/scheduler_types.h"
+#include "kernels/cpu/kv_type.h"
 
 namespace tandem::engine {
 
@@ -60,6 +61,8 @@ struct EngineOptions {
   // Scheduler limits; limits.context_length is set from the model and context_length above.
   runtime::SchedulerLimits limits;
   uint64_t kv_cache_bytes = uint64_t{1} << 30;
+  // The element type of the CPU KV cache (runtime::RunnerOptions::kv_type).
+  kernels::KvType kv_cache_type = kernels::KvType::kF32;
   bool prefix_caching = true;
   // Requests in flight (running and waiting) the scheduler accepts.
   size_t queue_capacity = 256 + 64;

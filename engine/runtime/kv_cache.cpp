@@ -1,4 +1,4 @@
-// DenseKvCache: contiguous per-layer float K/V rows grown on demand.
+// DenseKvCache: contiguous per-layer K/V rows (f32 or f16) grown on demand.
 #include "engine/runtime/kv_cache.h"
 
 #include <algorithm>
@@ -12,10 +12,12 @@ namespace {
 constexpr int32_t kSingleBlock[1] = {0};
 }  // namespace
 
-DenseKvCache::DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions, bool keys_only)
+DenseKvCache::DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions, bool keys_only,
+                           kernels::KvType type)
     : kv_dim_(kv_dim),
       max_positions_(max_positions),
       keys_only_(keys_only),
+      type_(type),
       keys_(n_layers),
       values_(n_layers) {}
 
@@ -28,9 +30,10 @@ Status DenseKvCache::prepare_write(size_t start_pos, size_t end_pos) {
   if (end_pos <= reserved_) return Status();
   const size_t target = std::min(max_positions_, std::max({end_pos, 2 * reserved_, size_t{16}}));
   try {
+    const size_t bytes = target * kv_dim_ * kernels::kv_type_bytes(type_);
     for (size_t l = 0; l < keys_.size(); ++l) {
-      keys_[l].resize(target * kv_dim_);
-      if (!keys_only_) values_[l].resize(target * kv_dim_);
+      keys_[l].resize(bytes);
+      if (!keys_only_) values_[l].resize(bytes);
     }
   } catch (const std::bad_alloc&) {
     return resource_exhausted_error("cannot allocate the KV cache for " + std::to_string(target) +
@@ -45,8 +48,11 @@ void DenseKvCache::write(size_t layer, size_t start_pos, std::span<const float> 
   TANDEM_CHECK(layer < keys_.size() && v_rows.size() == (keys_only_ ? 0 : k_rows.size()));
   TANDEM_CHECK(kv_dim_ > 0 && k_rows.size() % kv_dim_ == 0);
   TANDEM_CHECK(start_pos + k_rows.size() / kv_dim_ <= reserved_);
-  std::copy(k_rows.begin(), k_rows.end(), keys_[layer].begin() + start_pos * kv_dim_);
-  std::copy(v_rows.begin(), v_rows.end(), values_[layer].begin() + start_pos * kv_dim_);
+  const size_t offset = start_pos * kv_dim_ * kernels::kv_type_bytes(type_);
+  kernels::store_kv_elements(type_, k_rows.data(), keys_[layer].data() + offset, k_rows.size());
+  if (!v_rows.empty()) {
+    kernels::store_kv_elements(type_, v_rows.data(), values_[layer].data() + offset, v_rows.size());
+  }
 }
 
 kernels::KvBlocks DenseKvCache::blocks(size_t layer, size_t n_positions) const {
@@ -57,6 +63,7 @@ kernels::KvBlocks DenseKvCache::blocks(size_t layer, size_t n_positions) const {
   view.table = kSingleBlock;
   view.block_rows = reserved_;
   view.n_blocks = 1;
+  view.type = type_;
   return view;
 }
 
@@ -66,7 +73,7 @@ void DenseKvCache::set_length(size_t n) {
 }
 
 size_t DenseKvCache::allocated_bytes() const {
-  return (keys_only_ ? 1 : 2) * keys_.size() * reserved_ * kv_dim_ * sizeof(float);
+  return (keys_only_ ? 1 : 2) * keys_.size() * reserved_ * kv_dim_ * kernels::kv_type_bytes(type_);
 }
 
 }  // namespace tandem::runtime

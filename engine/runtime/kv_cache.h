@@ -1,9 +1,11 @@
-// KvCache: one sequence's float keys and values per layer, behind a small interface read through
+// KvCache: one sequence's keys and values per layer (stored as f32 or f16, kernels/cpu/kv_type.h;
+// written as floats), behind a small interface read through
 // a block table (kernels::KvBlocks); DenseKvCache is the contiguous implementation (one block),
 // PagedKvCache (paged_kv_cache.h) the one backed by the scheduler's shared pool.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -47,11 +49,13 @@ class KvCache {
   virtual void set_length(size_t n) = 0;
 };
 
-// Contiguous float storage per layer, grown by doubling (up to max_positions) on prepare_write.
+// Contiguous storage per layer (elements of `type`), grown by doubling (up to max_positions) on
+// prepare_write.
 class DenseKvCache final : public KvCache {
  public:
   // keys_only: no V rows are stored (MLA, whose values are the leading part of each key row).
-  DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions, bool keys_only = false);
+  DenseKvCache(size_t n_layers, size_t kv_dim, size_t max_positions, bool keys_only = false,
+               kernels::KvType type = kernels::KvType::kF32);
 
   size_t n_layers() const override { return keys_.size(); }
   size_t kv_dim() const override { return kv_dim_; }
@@ -71,10 +75,11 @@ class DenseKvCache final : public KvCache {
   size_t kv_dim_;
   size_t max_positions_;
   bool keys_only_;
+  kernels::KvType type_;
   size_t reserved_ = 0;
   size_t length_ = 0;
-  std::vector<std::vector<float>> keys_;
-  std::vector<std::vector<float>> values_;
+  std::vector<std::vector<uint8_t>> keys_;  // per layer: reserved_ x kv_dim elements of type_
+  std::vector<std::vector<uint8_t>> values_;
 };
 
 }  // namespace tandem::runtime

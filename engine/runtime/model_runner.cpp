@@ -94,6 +94,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
   r->model_weights_ = &weights;
   TANDEM_ASSIGN_OR_RETURN(r->weights_, prepare_weights(spec, weights));
   r->kv_layout_ = KvLayerLayout::of(spec);
+  r->kv_layout_.type = options.kv_type;
   r->context_length_ = options.context_length != 0 ? options.context_length : spec.context_length;
   if (r->context_length_ == 0) r->context_length_ = 4096;
   r->mode_ = options.quantized_activations ? kernels::MatmulActivations::kQuantized
@@ -133,7 +134,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
 std::unique_ptr<KvCache> ModelRunner::new_kv_cache(size_t max_positions) const {
   const size_t limit = max_positions != 0 ? max_positions : context_length_;
   return wrap_kv_cache(std::make_unique<DenseKvCache>(kv_layout_.n_full, spec_.kv_dim(), limit,
-                                                      spec_.kv_value_dim() == 0),
+                                                      spec_.kv_value_dim() == 0, kv_layout_.type),
                        limit);
 }
 

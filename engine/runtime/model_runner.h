@@ -33,6 +33,10 @@ struct RunnerOptions {
   bool quantized_activations = true;
   // Context limit of new KV caches; 0 = the model's context_length.
   size_t context_length = 0;
+  // The element type of the K/V rows of every KV cache the runner makes or its scheduler pools
+  // (config runtime.kv_cache_type): f16 halves their bytes (rows rounded to nearest half when
+  // written; attention reads them exactly). A device dense executor keeps its own float mirror.
+  kernels::KvType kv_type = kernels::KvType::kF32;
   // The CPU expert worker copies the expert matrices whose interleaved layout the kernels prefer
   // (MXFP4 with AVX2) into owned interleaved buffers at start (experts::CpuExpertWorker: faster,
   // bit-identical, but the experts' bytes again in memory). false: the mapping only.

@@ -26,7 +26,8 @@ bool checked_mul(size_t a, size_t b, size_t* out) {
 }  // namespace
 
 Result<std::unique_ptr<KvPool>> KvPool::create(size_t n_layers, size_t kv_dim, size_t block_tokens,
-                                               size_t n_blocks, bool keys_only) {
+                                               size_t n_blocks, bool keys_only,
+                                               kernels::KvType type) {
   if (n_layers == 0 || kv_dim == 0 || block_tokens == 0 || n_blocks == 0) {
     return invalid_argument_error("KV pool dimensions must be positive (layers " +
                                   std::to_string(n_layers) + ", kv_dim " + std::to_string(kv_dim) +
@@ -36,25 +37,27 @@ Result<std::unique_ptr<KvPool>> KvPool::create(size_t n_layers, size_t kv_dim, s
   size_t total = 0;
   if (!checked_mul(n_layers, keys_only ? 1 : 2, &total) || !checked_mul(total, n_blocks, &total) ||
       !checked_mul(total, block_tokens, &total) || !checked_mul(total, kv_dim, &total) ||
-      total > std::numeric_limits<size_t>::max() / sizeof(float)) {
+      total > std::numeric_limits<size_t>::max() / kernels::kv_type_bytes(type)) {
     return invalid_argument_error("KV pool of " + std::to_string(n_blocks) +
                                   " blocks overflows the address space");
   }
+  const size_t bytes = total * kernels::kv_type_bytes(type);
   // Default-initialised: pages are only backed by memory once written.
-  std::unique_ptr<float[]> data(new (std::nothrow) float[total]);
+  std::unique_ptr<uint8_t[]> data(new (std::nothrow) uint8_t[bytes]);
   if (data == nullptr) {
-    return resource_exhausted_error("cannot allocate the KV pool of " +
-                                    std::to_string(total * sizeof(float)) + " bytes");
+    return resource_exhausted_error("cannot allocate the KV pool of " + std::to_string(bytes) +
+                                    " bytes");
   }
-  return std::unique_ptr<KvPool>(
-      new KvPool(n_layers, kv_dim, block_tokens, n_blocks, keys_only, total, std::move(data)));
+  return std::unique_ptr<KvPool>(new KvPool(n_layers, kv_dim, block_tokens, n_blocks, keys_only,
+                                            type, total, std::move(data)));
 }
 
 Result<KvBlockAllocator> make_allocator_for(const KvPool& pool) {
   TANDEM_ASSIGN_OR_RETURN(
       const int64_t per_token,
-      kv_bytes_per_token(static_cast<int64_t>(pool.n_layers()), 1,
-                         static_cast<int64_t>(pool.kv_dim()), sizeof(float), pool.keys_only()));
+      kv_bytes_per_token(
+          static_cast<int64_t>(pool.n_layers()), 1, static_cast<int64_t>(pool.kv_dim()),
+          static_cast<int64_t>(kernels::kv_type_bytes(pool.type())), pool.keys_only()));
   KvBlockConfig config;
   config.block_tokens = static_cast<int64_t>(pool.block_tokens());
   config.bytes_per_token = per_token;
@@ -63,40 +66,41 @@ Result<KvBlockAllocator> make_allocator_for(const KvPool& pool) {
 }
 
 KvPool::KvPool(size_t n_layers, size_t kv_dim, size_t block_tokens, size_t n_blocks, bool keys_only,
-               size_t total, std::unique_ptr<float[]> data)
+               kernels::KvType type, size_t total, std::unique_ptr<uint8_t[]> data)
     : n_layers_(n_layers),
       kv_dim_(kv_dim),
       block_tokens_(block_tokens),
       n_blocks_(n_blocks),
       keys_only_(keys_only),
-      total_floats_(total),
+      type_(type),
+      total_elements_(total),
       data_(std::move(data)) {}
 
-float* KvPool::layer_keys(size_t layer) {
+uint8_t* KvPool::layer_keys(size_t layer) {
   TANDEM_CHECK(layer < n_layers_);
-  return data_.get() + (planes() * layer) * n_blocks_ * block_floats();
+  return data_.get() + (planes() * layer) * n_blocks_ * block_bytes();
 }
 
-float* KvPool::layer_values(size_t layer) {
+uint8_t* KvPool::layer_values(size_t layer) {
   TANDEM_CHECK(layer < n_layers_);
-  return data_.get() + (planes() * layer + planes() - 1) * n_blocks_ * block_floats();
+  return data_.get() + (planes() * layer + planes() - 1) * n_blocks_ * block_bytes();
 }
 
-const float* KvPool::layer_keys(size_t layer) const {
+const uint8_t* KvPool::layer_keys(size_t layer) const {
   return const_cast<KvPool*>(this)->layer_keys(layer);
 }
 
-const float* KvPool::layer_values(size_t layer) const {
+const uint8_t* KvPool::layer_values(size_t layer) const {
   return const_cast<KvPool*>(this)->layer_values(layer);
 }
 
 Status KvPool::copy_block(BlockId src, BlockId dst) {
   TANDEM_CHECK(src >= 0 && dst >= 0 && static_cast<size_t>(src) < n_blocks_ &&
                static_cast<size_t>(dst) < n_blocks_ && src != dst);
-  const size_t n = block_floats();
+  const size_t n = block_bytes();
   for (size_t l = 0; l < n_layers_; ++l) {
     for (size_t plane = 0; plane < planes(); ++plane) {
-      float* base = plane == 0 ? layer_keys(l) : layer_values(l);
+      uint8_t* base = plane == 0 ? layer_keys(l) : layer_values(l);
       std::copy_n(base + static_cast<size_t>(src) * n, n, base + static_cast<size_t>(dst) * n);
     }
   }
@@ -163,17 +167,21 @@ void PagedKvCache::write(size_t layer, size_t start_pos, std::span<const float> 
   TANDEM_CHECK(k_rows.size() % dim == 0);
   const size_t n = k_rows.size() / dim;
   TANDEM_CHECK(start_pos + n <= prepared());
-  float* keys = pool_->layer_keys(layer);
-  float* values = pool_->layer_values(layer);
+  const kernels::KvType type = pool_->type();
+  const size_t elem = kernels::kv_type_bytes(type);
+  uint8_t* keys = pool_->layer_keys(layer);
+  uint8_t* values = pool_->layer_values(layer);
   size_t done = 0;
   while (done < n) {
     const size_t p = start_pos + done;
     const BlockId block = table_[p / bt];
     TANDEM_CHECK(allocator_->writable(block));  // prepare_write made it private
     const size_t rows = std::min(n - done, bt - p % bt);
-    const size_t offset = (static_cast<size_t>(block) * bt + p % bt) * dim;
-    std::copy_n(k_rows.data() + done * dim, rows * dim, keys + offset);
-    if (!keys_only) std::copy_n(v_rows.data() + done * dim, rows * dim, values + offset);
+    const size_t offset = (static_cast<size_t>(block) * bt + p % bt) * dim * elem;
+    kernels::store_kv_elements(type, k_rows.data() + done * dim, keys + offset, rows * dim);
+    if (!keys_only) {
+      kernels::store_kv_elements(type, v_rows.data() + done * dim, values + offset, rows * dim);
+    }
     done += rows;
   }
 }
@@ -186,6 +194,7 @@ kernels::KvBlocks PagedKvCache::blocks(size_t layer, size_t n_positions) const {
   view.table = table_;
   view.block_rows = pool_->block_tokens();
   view.n_blocks = pool_->n_blocks();
+  view.type = pool_->type();
   return view;
 }
 

@@ -16,20 +16,22 @@
 
 namespace tandem::runtime {
 
-// Float K and V storage for n_blocks blocks of block_tokens positions x kv_dim floats, per layer.
-// Layout: per layer, all K blocks then all V blocks; block b of a layer's K starts at
-// layer_keys(layer) + b * block_tokens * kv_dim. A keys-only pool (MLA: the values are the
-// leading part of each key row) stores no V: layer_values(layer) == layer_keys(layer). Allocated
-// once, never resized; the memory is left uninitialised (the OS backs pages as they are first
-// written), and a block's rows are undefined until written. Block ids come from a KvBlockAllocator
-// sized to the same block count, which decides who owns which block; the pool itself holds no
-// bookkeeping. Threads: used by the thread that owns the allocator (the scheduler's loop).
+// K and V storage for n_blocks blocks of block_tokens positions x kv_dim elements of `type` (f32 or
+// f16, kernels/cpu/kv_type.h), per layer. Layout: per layer, all K blocks then all V blocks; block
+// b of a layer's K starts at element b * block_tokens * kv_dim of layer_keys(layer). A keys-only
+// pool (MLA: the values are the leading part of each key row) stores no V: layer_values(layer) ==
+// layer_keys(layer). Allocated once, never resized; the memory is left uninitialised (the OS backs
+// pages as they are first written), and a block's rows are undefined until written. Block ids come
+// from a KvBlockAllocator sized to the same block count, which decides who owns which block; the
+// pool itself holds no bookkeeping. Threads: used by the thread that owns the allocator (the
+// scheduler's loop).
 class KvPool {
  public:
   // INVALID_ARGUMENT when a dimension is zero or the byte size overflows; RESOURCE_EXHAUSTED
   // when the memory cannot be allocated.
   static Result<std::unique_ptr<KvPool>> create(size_t n_layers, size_t kv_dim, size_t block_tokens,
-                                                size_t n_blocks, bool keys_only = false);
+                                                size_t n_blocks, bool keys_only = false,
+                                                kernels::KvType type = kernels::KvType::kF32);
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
 
@@ -38,13 +40,15 @@ class KvPool {
   size_t block_tokens() const { return block_tokens_; }
   size_t n_blocks() const { return n_blocks_; }
   bool keys_only() const { return keys_only_; }
+  kernels::KvType type() const { return type_; }
   // Bytes of the pool (K and V, all layers, all blocks).
-  size_t bytes() const { return total_floats_ * sizeof(float); }
+  size_t bytes() const { return total_elements_ * kernels::kv_type_bytes(type_); }
 
-  float* layer_keys(size_t layer);
-  float* layer_values(size_t layer);
-  const float* layer_keys(size_t layer) const;
-  const float* layer_values(size_t layer) const;
+  // The first byte of a layer's K (V) blocks.
+  uint8_t* layer_keys(size_t layer);
+  uint8_t* layer_values(size_t layer);
+  const uint8_t* layer_keys(size_t layer) const;
+  const uint8_t* layer_values(size_t layer) const;
 
   // Copies block src into block dst in every layer, K and V (copy-on-write of a shared block),
   // then calls the copy hook, if any, and returns its status (OK without a hook).
@@ -58,17 +62,18 @@ class KvPool {
 
  private:
   KvPool(size_t n_layers, size_t kv_dim, size_t block_tokens, size_t n_blocks, bool keys_only,
-         size_t total, std::unique_ptr<float[]> data);
+         kernels::KvType type, size_t total, std::unique_ptr<uint8_t[]> data);
   size_t planes() const { return keys_only_ ? 1 : 2; }
-  size_t block_floats() const { return block_tokens_ * kv_dim_; }
+  size_t block_bytes() const { return block_tokens_ * kv_dim_ * kernels::kv_type_bytes(type_); }
 
   size_t n_layers_;
   size_t kv_dim_;
   size_t block_tokens_;
   size_t n_blocks_;
   bool keys_only_;
-  size_t total_floats_;
-  std::unique_ptr<float[]> data_;
+  kernels::KvType type_;
+  size_t total_elements_;
+  std::unique_ptr<uint8_t[]> data_;
   CopyHook copy_hook_;
 };
 

@@ -563,7 +563,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner
   TANDEM_ASSIGN_OR_RETURN(
       const int64_t per_token,
       kv_bytes_per_token(static_cast<int64_t>(layout.n_full), 1, static_cast<int64_t>(kv_dim),
-                         sizeof(float), keys_only));
+                         static_cast<int64_t>(kernels::kv_type_bytes(layout.type)), keys_only));
   KvBlockConfig kv;
   kv.block_tokens = options.kv_block_tokens;
   kv.bytes_per_token = per_token;
@@ -595,7 +595,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<KvPool> pool,
       KvPool::create(layout.n_full, kv_dim, static_cast<size_t>(allocator.block_tokens()),
-                     static_cast<size_t>(allocator.total_blocks()), keys_only));
+                     static_cast<size_t>(allocator.total_blocks()), keys_only, layout.type));
   TANDEM_RETURN_IF_ERROR(validate_scheduler_limits(
       options.limits, KvBudget{allocator.total_blocks(), allocator.block_tokens()}));
   if (options.eos_token_ids.empty() && runner->spec().eos_token_id.has_value()) {

@@ -28,7 +28,7 @@ size_t window_ring_positions(size_t window, size_t pass_tokens, size_t block_row
 size_t window_ring_bytes(const KvLayerLayout& layout, size_t kv_dim, size_t pass_tokens,
                          size_t block_rows) {
   return layout.n_windowed() * window_ring_positions(layout.window, pass_tokens, block_rows) *
-         kv_dim * 2 * sizeof(float);
+         kv_dim * 2 * kernels::kv_type_bytes(layout.type);
 }
 
 WindowedKvCache::WindowedKvCache(std::unique_ptr<KvCache> full, KvLayerLayout layout, size_t kv_dim,
@@ -54,23 +54,23 @@ WindowedKvCache::WindowedKvCache(std::unique_ptr<KvCache> full, KvLayerLayout la
 }
 
 size_t WindowedKvCache::ring_bytes() const {
-  return keys_.size() * owner_.size() * block_rows_ * kv_dim_ * 2 * sizeof(float);
+  return keys_.size() * owner_.size() * block_rows_ * kv_dim_ * 2 *
+         kernels::kv_type_bytes(layout_.type);
 }
 
 void WindowedKvCache::grow_ring(size_t n_blocks, size_t keep_from_block) {
-  const size_t block_floats = block_rows_ * kv_dim_;
+  const size_t block_bytes = block_rows_ * kv_dim_ * kernels::kv_type_bytes(layout_.type);
   std::vector<int64_t> owner(n_blocks, -1);
   for (size_t r = 0; r < keys_.size(); ++r) {
-    std::vector<float> keys(n_blocks * block_floats);
-    std::vector<float> values(n_blocks * block_floats);
+    std::vector<uint8_t> keys(n_blocks * block_bytes);
+    std::vector<uint8_t> values(n_blocks * block_bytes);
     for (size_t s = 0; s < owner_.size(); ++s) {
       const int64_t b = owner_[s];
       if (b < static_cast<int64_t>(keep_from_block)) continue;
       const size_t to = static_cast<size_t>(b) % n_blocks;
-      std::copy_n(keys_[r].data() + s * block_floats, block_floats,
-                  keys.data() + to * block_floats);
-      std::copy_n(values_[r].data() + s * block_floats, block_floats,
-                  values.data() + to * block_floats);
+      std::copy_n(keys_[r].data() + s * block_bytes, block_bytes, keys.data() + to * block_bytes);
+      std::copy_n(values_[r].data() + s * block_bytes, block_bytes,
+                  values.data() + to * block_bytes);
     }
     keys_[r] = std::move(keys);
     values_[r] = std::move(values);
@@ -138,15 +138,18 @@ void WindowedKvCache::write(size_t layer, size_t start_pos, std::span<const floa
   TANDEM_CHECK(start_pos + n <= prepared_);
   const size_t r = static_cast<size_t>(ring_of_layer_[layer]);
   const size_t bt = block_rows_;
+  const kernels::KvType type = layout_.type;
   size_t done = 0;
   while (done < n) {
     const size_t p = start_pos + done;
     const size_t s = (p / bt) % owner_.size();
     TANDEM_CHECK(owner_[s] == static_cast<int64_t>(p / bt));  // prepare_write claimed it
     const size_t rows = std::min(n - done, bt - p % bt);
-    const size_t offset = (s * bt + p % bt) * kv_dim_;
-    std::copy_n(k_rows.data() + done * kv_dim_, rows * kv_dim_, keys_[r].data() + offset);
-    std::copy_n(v_rows.data() + done * kv_dim_, rows * kv_dim_, values_[r].data() + offset);
+    const size_t offset = (s * bt + p % bt) * kv_dim_ * kernels::kv_type_bytes(type);
+    kernels::store_kv_elements(type, k_rows.data() + done * kv_dim_, keys_[r].data() + offset,
+                               rows * kv_dim_);
+    kernels::store_kv_elements(type, v_rows.data() + done * kv_dim_, values_[r].data() + offset,
+                               rows * kv_dim_);
     done += rows;
   }
 }
@@ -163,6 +166,7 @@ kernels::KvBlocks WindowedKvCache::blocks(size_t layer, size_t n_positions) cons
   view.table = table_;
   view.block_rows = block_rows_;
   view.n_blocks = owner_.size();
+  view.type = layout_.type;
   return view;
 }
 

@@ -20,6 +20,9 @@ struct KvLayerLayout {
   std::vector<int32_t> slot;
   size_t n_full = 0;  // layers with slot >= 0
   size_t window = 0;  // positions a windowed layer's query sees (itself included)
+  // The element type of every layer's K/V rows (the runner's RunnerOptions::kv_type; of()
+  // leaves f32).
+  kernels::KvType type = kernels::KvType::kF32;
 
   // From the spec: windowed layers are spec.windowed(l) when spec.sliding_window > 0.
   static KvLayerLayout of(const model::ModelSpec& spec);
@@ -31,8 +34,8 @@ struct KvLayerLayout {
 // positions plus the pass, in whole blocks of block_rows, plus one block of alignment slack.
 size_t window_ring_positions(size_t window, size_t pass_tokens, size_t block_rows);
 
-// Bytes (K and V, float) the windowed layers of one sequence hold at most for passes of up to
-// pass_tokens tokens: n_windowed x window_ring_positions x kv_dim x 2 x 4.
+// Bytes (K and V) the windowed layers of one sequence hold at most for passes of up to pass_tokens
+// tokens: n_windowed x window_ring_positions x kv_dim x 2 x kv_type_bytes(layout.type).
 size_t window_ring_bytes(const KvLayerLayout& layout, size_t kv_dim, size_t pass_tokens,
                          size_t block_rows);
 
@@ -81,8 +84,9 @@ class WindowedKvCache final : public KvCache {
   size_t length_ = 0;
   size_t prepared_ = 0;         // end of the last prepare_write
   std::vector<int64_t> owner_;  // per ring block: the position block it holds, -1 = none
-  std::vector<std::vector<float>> keys_, values_;  // per windowed layer: ring_blocks x rows x dim
-  std::vector<int32_t> table_;                     // position block -> ring block, or -1
+  // Per windowed layer: ring_blocks x rows x dim elements of layout_.type.
+  std::vector<std::vector<uint8_t>> keys_, values_;
+  std::vector<int32_t> table_;  // position block -> ring block, or -1
 };
 
 }  // namespace tandem::runtime

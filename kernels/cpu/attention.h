@@ -1,11 +1,13 @@
-// Causal grouped-query attention of one sequence's new tokens against its float KV cache, stored
-// contiguously or in fixed-size blocks addressed through a block table (paged), with optional
-// sliding window and attention sinks.
+// Causal grouped-query attention of one sequence's new tokens against its KV cache (f32 or f16
+// rows, kv_type.h), stored contiguously or in fixed-size blocks addressed through a block table
+// (paged), with optional sliding window and attention sinks.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+
+#include "kernels/cpu/kv_type.h"
 
 namespace tandem::kernels {
 
@@ -29,18 +31,19 @@ struct AttentionConfig {
 };
 
 // One layer's K and V rows held in blocks of block_rows positions each (kv_row = n_kv_heads *
-// head_dim floats per row, row p holding position p's key/value, already RoPE'd). Position p lives
-// in block table[p / block_rows] at row p % block_rows; block b's rows start at
-// keys + b * block_rows * kv_row (values likewise). Every id in the table that a call reads is in
-// [0, n_blocks); entries for blocks wholly before a sliding window are never read and may be
-// anything (-1 for a freed block). A contiguous cache is one block: table {0}, block_rows = its
-// row count. Non-owning view; the storage belongs to the KV cache.
+// head_dim elements of `type` per row, row p holding position p's key/value, already RoPE'd).
+// Position p lives in block table[p / block_rows] at row p % block_rows; block b's rows start at
+// element b * block_rows * kv_row of keys (values likewise). Every id in the table that a call
+// reads is in [0, n_blocks); entries for blocks wholly before a sliding window are never read and
+// may be anything (-1 for a freed block). A contiguous cache is one block: table {0}, block_rows =
+// its row count. Non-owning view; the storage belongs to the KV cache.
 struct KvBlocks {
-  const float* keys = nullptr;
-  const float* values = nullptr;
+  const void* keys = nullptr;
+  const void* values = nullptr;
   std::span<const int32_t> table;
   size_t block_rows = 0;
   size_t n_blocks = 0;
+  KvType type = KvType::kF32;  // the element type of keys and values
 };
 
 // The query tokens sit at positions start_pos .. start_pos + n_q - 1 of the sequence; query token
@@ -55,6 +58,8 @@ struct KvBlocks {
 //   out:     [n_q x n_heads x value_dim] (value_dim = head_dim unless the config says less); the
 //            value of kv head g at position p is the first value_dim floats of its row (row layout
 //            as the keys').
+// An f16 cache's rows are read as their exact float values (in runs of a few rows converted to a
+// scratch first), so every result below is that of an f32 cache holding those values, bit for bit.
 // For each (token, head), over positions p = lo(t) .. t in ascending order:
 //   s_p = scale * dot(q, k_p) in float (attention_rows.h's 8-lane fused multiply-add dot);
 //   without sinks: w = kernels::softmax(s) (max-subtracted, float exp, double sum, float

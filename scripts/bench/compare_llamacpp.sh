@@ -12,6 +12,8 @@
 # ROUNDS (default 1) repeats the whole round, so that a run on a shared machine shows its spread.
 # LLAMACPP_BIN=DIR runs llama-bench and llama-batched-bench from DIR instead of the anchor's build
 # (e.g. an AVX2-only build of the same llama.cpp source, beside TANDEM_CPU_KERNELS=avx2).
+# KV_CACHE_TYPE=f16 runs tandem bench with --kv-cache-type f16, the cache type llama-bench and
+# llama-batched-bench use by default (their F16 KV cache); unset, Tandem's default f32.
 # LONG=N adds, once per round, a long context: llama-bench pp N and tg32 at depth N beside tandem
 # bench's prefill of N tokens and its 32 decode steps after them (N + 32 must fit the model's
 # context).
@@ -29,6 +31,8 @@ llama() {
   fi
 }
 tandem=${TANDEM:-build/cli/tandem}
+kv_flags=()
+if [ -n "${KV_CACHE_TYPE:-}" ]; then kv_flags=(--kv-cache-type "$KV_CACHE_TYPE"); fi
 
 echo "== machine"
 "$tandem" version | grep -i cpu || true
@@ -38,17 +42,18 @@ for r in $(seq 1 "$rounds"); do
   llama llama-bench -m "$model" -p 128,512 -n 32 -t "$threads" -r 2 2>/dev/null
   echo "== round $r: tandem bench pp128 + tg32"
   "$tandem" bench --model "$model" --prompt-tokens 128 --gen-tokens 32 --threads "$threads" \
-    --repeat 2
+    --repeat 2 "${kv_flags[@]}"
   echo "== round $r: tandem bench pp512"
   "$tandem" bench --model "$model" --prompt-tokens 512 --gen-tokens 0 --threads "$threads" \
-    --repeat 2 |
+    --repeat 2 "${kv_flags[@]}" |
     grep -E "prefill"
   if [ -n "${LONG:-}" ]; then
     echo "== round $r: long context, llama.cpp pp$LONG and tg32 @ d$LONG"
     llama llama-bench -m "$model" -p "$LONG" -n 32 -d 0,"$LONG" -t "$threads" -r 1 2>/dev/null |
       grep -E "pp$LONG |tg32 @"
     echo "== round $r: long context, tandem bench pp$LONG + tg32"
-    "$tandem" bench --model "$model" --prompt-tokens "$LONG" --gen-tokens 32 --threads "$threads" |
+    "$tandem" bench --model "$model" --prompt-tokens "$LONG" --gen-tokens 32 --threads "$threads" \
+      "${kv_flags[@]}" |
       grep -E "prefill|decode:"
   fi
   echo "== round $r: llama.cpp llama-batched-bench (1 and 16 sequences)"
@@ -56,5 +61,5 @@ for r in $(seq 1 "$rounds"); do
     2>/dev/null | grep -E "^\|"
   echo "== round $r: tandem bench --concurrency 1,16"
   "$tandem" bench --model "$model" --concurrency 1,16 --prompt-tokens 32 --gen-tokens 32 \
-    --threads "$threads"
+    --threads "$threads" "${kv_flags[@]}"
 done

@@ -1,12 +1,14 @@
 // Benchmark: kernels::attention_heads on a Qwen3-MoE-shaped layer (32 query heads, 4 KV heads,
 // head_dim 128) over a contiguous cache: one decode token at contexts of 64 .. 4096 positions
-// (BM_AttentionDecode), the same over 32 such caches in turn (BM_AttentionDecodeCold: as in a
-// model, where a layer's cache has left the CPU caches by the time that layer runs again) and a
+// (BM_AttentionDecode), the same over 32 such caches in turn, f32 and f16 (BM_AttentionDecodeCold:
+// as in a model, where a layer's cache has left the CPU caches by the time that layer runs again)
+// and a
 // prefill of n tokens from position 0 (BM_AttentionPrefill). One thread, every head; the counter
 // GFLOP/s counts 2 flops per multiply-add of the scores and of the value sums (4 * heads * head_dim
 // per visible position). Compare within one run.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -60,20 +62,29 @@ void BM_AttentionDecode(benchmark::State& state) {
   run(state, static_cast<size_t>(state.range(0)) - 1, 1);
 }
 
+// Arguments: the context, and the cache's element type (0 = f32, 1 = f16; kv_type.h).
 void BM_AttentionDecodeCold(benchmark::State& state) {
   constexpr size_t kLayers = 32;
   const size_t n_ctx = static_cast<size_t>(state.range(0));
-  std::vector<std::vector<float>> k, v;
+  const KvType type = state.range(1) == 0 ? KvType::kF32 : KvType::kF16;
+  const size_t elements = n_ctx * kKvHeads * kDim;
+  std::vector<std::vector<uint8_t>> k, v;
   for (size_t l = 0; l < kLayers; ++l) {
-    k.push_back(random_floats(n_ctx * kKvHeads * kDim, static_cast<uint32_t>(2 * l + 1)));
-    v.push_back(random_floats(n_ctx * kKvHeads * kDim, static_cast<uint32_t>(2 * l + 2)));
+    for (auto* cache : {&k, &v}) {
+      const std::vector<float> x =
+          random_floats(elements, static_cast<uint32_t>(2 * l + 1 + (cache == &v)));
+      cache->emplace_back(elements * kv_type_bytes(type));
+      store_kv_elements(type, x.data(), cache->back().data(), elements);
+    }
   }
   const std::vector<float> q = random_floats(kHeads * kDim, 3);
   std::vector<float> out(kHeads * kDim);
   const AttentionConfig c = config();
+  static constexpr int32_t kOneBlock[1] = {0};
   size_t layer = 0;
   for (auto _ : state) {
-    attention(q, 1, n_ctx - 1, k[layer], v[layer], c, out);
+    const KvBlocks kv{k[layer].data(), v[layer].data(), kOneBlock, n_ctx, 1, type};
+    attention_heads(q, 1, n_ctx - 1, kv, c, out, 0, kHeads);
     benchmark::DoNotOptimize(out.data());
     layer = (layer + 1) % kLayers;
   }
@@ -81,7 +92,7 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(
       flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   state.counters["KV GB/s"] =
-      benchmark::Counter(2.0 * static_cast<double>(n_ctx * kKvHeads * kDim * sizeof(float)) *
+      benchmark::Counter(2.0 * static_cast<double>(elements * kv_type_bytes(type)) *
                              static_cast<double>(state.iterations()) / 1e9,
                          benchmark::Counter::kIsRate);
 }
@@ -91,7 +102,7 @@ void BM_AttentionPrefill(benchmark::State& state) {
 }
 
 BENCHMARK(BM_AttentionDecode)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096);
-BENCHMARK(BM_AttentionDecodeCold)->Arg(512)->Arg(2048)->Arg(4096);
+BENCHMARK(BM_AttentionDecodeCold)->ArgsProduct({{512, 2048, 4096}, {0, 1}});
 BENCHMARK(BM_AttentionPrefill)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -114,6 +114,22 @@ TEST_CASE("TANDEM_CPU_KERNELS sets runtime.cpu_kernels", "[config]") {
   CHECK(r->config.runtime.cpu_kernels == CpuKernels::kAvx512);
 }
 
+TEST_CASE("runtime.kv_cache_type: f32 unless set, f16 from a variable or a flag", "[config]") {
+  ConfigSources sources;
+  Result<LoadedConfig> r = load_config(sources);
+  REQUIRE(r.ok());
+  CHECK(r->config.runtime.kv_cache_type == kernels::KvType::kF32);
+  sources.environment = {{"TANDEM_RUNTIME_KV_CACHE_TYPE", "f16"}};
+  r = load_config(sources);
+  REQUIRE(r.ok());
+  CHECK(r->config.runtime.kv_cache_type == kernels::KvType::kF16);
+  sources.environment.clear();
+  sources.flags = {{"runtime.kv_cache_type", "f16"}};
+  r = load_config(sources);
+  REQUIRE(r.ok());
+  CHECK(r->config.runtime.kv_cache_type == kernels::KvType::kF16);
+}
+
 TEST_CASE("environment and flag values of every kind are parsed", "[config]") {
   ConfigSources sources;
   sources.environment = {{"TANDEM_SERVER_API_KEYS", "first-key-123, second-key-456"},
@@ -174,6 +190,8 @@ TEST_CASE("bad environment values name the variable, the key and the problem", "
       {"TANDEM_CPU_KERNELS", "sse",
        "env TANDEM_CPU_KERNELS: runtime.cpu_kernels: 'sse' is not one of: auto, scalar, avx2, "
        "avx512"},
+      {"TANDEM_RUNTIME_KV_CACHE_TYPE", "q8_0",
+       "runtime.kv_cache_type: 'q8_0' is not one of: f32, f16"},
   };
   for (const Case& c : cases) {
     INFO(c.variable << "=" << c.value);

@@ -297,10 +297,10 @@ TEST_CASE("kv event log: numbered batches, replay, loss and close wake the liste
 
 // Row p of a paged view's keys.
 std::vector<float> key_row(const kernels::KvBlocks& view, size_t p, size_t dim) {
-  const float* row =
-      view.keys + (static_cast<size_t>(view.table[p / view.block_rows]) * view.block_rows +
-                   p % view.block_rows) *
-                      dim;
+  const float* row = static_cast<const float*>(view.keys) +
+                     (static_cast<size_t>(view.table[p / view.block_rows]) * view.block_rows +
+                      p % view.block_rows) *
+                         dim;
   return std::vector<float>(row, row + dim);
 }
 

@@ -18,12 +18,13 @@ namespace tandem::runtime::testing {
 // row llama.cpp picked that token from. Where the reference's top-1/top-2 margin exceeds twice
 // the row's measured difference, our argmax must be the reference token (a difference of d cannot
 // flip a margin above 2d). `free_greedy`: also our own greedy run must equal llama.cpp's.
-// `dir` holds ref-<variant>.json and <model_prefix><variant>.gguf.
+// `dir` holds ref-<variant>.json and <model_prefix><variant>.gguf. `kv_type`: the runner's KV
+// cache element type (the references were made with an F32 cache).
 inline void check_llamacpp_reference(const std::string& dir, const std::string& model_prefix,
-                                     const std::string& variant, float tolerance,
-                                     bool free_greedy) {
+                                     const std::string& variant, float tolerance, bool free_greedy,
+                                     kernels::KvType kv_type = kernels::KvType::kF32) {
   const auto ref = read_json(dir + "ref-" + variant + ".json");
-  auto model = load_model(dir + model_prefix + variant + ".gguf");
+  auto model = load_model(dir + model_prefix + variant + ".gguf", 2, true, true, kv_type);
   const size_t vocab = model->runner->n_vocab();
   REQUIRE(vocab == ref["n_vocab"].get<size_t>());
   REQUIRE(ref["prompts"].size() == 3);
@@ -68,7 +69,8 @@ inline void check_llamacpp_reference(const std::string& dir, const std::string& 
     if (free_greedy) CHECK(greedy(*model->runner, ids, want.size()) == want);
   }
   // The figure for the notes; the checks above are what pass or fail.
-  WARN(model_prefix << variant << ": max |logit - llama.cpp| = " << worst << " over prompt and "
+  WARN(model_prefix << variant << " (" << kernels::kv_type_name(kv_type)
+                    << " KV cache): max |logit - llama.cpp| = " << worst << " over prompt and "
                     << "greedy rows; argmax checked at " << argmax_checked << " greedy steps");
   CHECK(argmax_checked > 0);
 }

@@ -147,5 +147,40 @@ TEST_CASE("gpt-oss sliding-window layers through paged caches: block sizes and c
   }
 }
 
+TEST_CASE("f16 KV caches: paged and dense give the same bits, in half the bytes",
+          "[runtime][forward][paged][kv]") {
+  const std::string dir = tiny_moe_dir();
+  const auto ref = read_json(dir + "ref-f32.json");
+  auto model = load_model(dir + "tiny-moe-f32.gguf", 2, true, true, kernels::KvType::kF16);
+  ModelRunner& runner = *model->runner;
+  auto f32_model = load_model(dir + "tiny-moe-f32.gguf");
+  const auto ids = ref["prompts"][0]["tokens"].get<std::vector<int32_t>>();
+  for (size_t bt : {size_t{1}, size_t{5}, size_t{16}}) {
+    INFO("block tokens " << bt);
+    PagedPool p = make_pool(runner, bt, 512 / bt + 8);
+    PagedPool p32 = make_pool(*f32_model->runner, bt, 512 / bt + 8);
+    CHECK(p.pool->type() == kernels::KvType::kF16);
+    CHECK(p.pool->bytes() * 2 == p32.pool->bytes());
+    PagedKvCache paged(*p.pool, *p.allocator, 1, 256);
+    const auto logits = prefill_all(runner, ids, paged);
+    auto dense = runner.new_kv_cache();
+    CHECK(prefill_all(runner, ids, *dense) == logits);
+    // Decode steps through both agree too.
+    ForwardOutput a, b;
+    for (int32_t token : {7, 300, 1200}) {
+      std::vector<int32_t> one{token};
+      SequenceInput sp{&paged, one, paged.length(), LogitsWanted::kLast};
+      SequenceInput sd{dense.get(), one, dense->length(), LogitsWanted::kLast};
+      REQUIRE(runner.forward({&sp, 1}, a).ok());
+      REQUIRE(runner.forward({&sd, 1}, b).ok());
+      CHECK(std::vector<float>(a.row(0, 0).begin(), a.row(0, 0).end()) ==
+            std::vector<float>(b.row(0, 0).begin(), b.row(0, 0).end()));
+    }
+    // And they are not the f32 cache's logits (the rounding is really there).
+    auto f32_cache = f32_model->runner->new_kv_cache();
+    CHECK(prefill_all(*f32_model->runner, ids, *f32_cache) != logits);
+  }
+}
+
 }  // namespace
 }  // namespace tandem::runtime::testing

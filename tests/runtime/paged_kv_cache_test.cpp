@@ -58,9 +58,13 @@ std::vector<float> read_row(const KvCache& cache, size_t layer, size_t p, bool v
   REQUIRE(p / kv.block_rows < kv.table.size());
   const size_t block = static_cast<size_t>(kv.table[p / kv.block_rows]);
   REQUIRE(block < kv.n_blocks);
-  const float* base =
-      (values ? kv.values : kv.keys) + (block * kv.block_rows + p % kv.block_rows) * kKvDim;
-  return std::vector<float>(base, base + kKvDim);
+  const size_t dim = cache.kv_dim();
+  const auto* base =
+      static_cast<const uint8_t*>(values ? kv.values : kv.keys) +
+      (block * kv.block_rows + p % kv.block_rows) * dim * kernels::kv_type_bytes(kv.type);
+  std::vector<float> row(dim);
+  kernels::load_kv_elements(kv.type, base, row.data(), dim);
+  return row;
 }
 
 void check_rows(const KvCache& cache, size_t begin, size_t end, float salt = 0.0f) {
@@ -102,8 +106,9 @@ TEST_CASE("paged cache addresses rows through the allocator's block table", "[kv
   for (size_t l = 0; l < kLayers; ++l) {
     for (size_t pos = 0; pos < 10; ++pos) {
       const size_t off = (static_cast<size_t>(table[pos / 4]) * 4 + pos % 4) * kKvDim;
-      CHECK(p.pool->layer_keys(l)[off + 1] == key_value(l, pos, 1));
-      CHECK(p.pool->layer_values(l)[off + 2] == -key_value(l, pos, 2));
+      CHECK(reinterpret_cast<const float*>(p.pool->layer_keys(l))[off + 1] == key_value(l, pos, 1));
+      CHECK(reinterpret_cast<const float*>(p.pool->layer_values(l))[off + 2] ==
+            -key_value(l, pos, 2));
     }
   }
   CHECK(p.pool->bytes() == 8 * 4 * kKvDim * 2 * kLayers * sizeof(float));
@@ -255,7 +260,8 @@ TEST_CASE("a keys-only pool (MLA) stores no values and views them as the keys", 
     const kernels::KvBlocks view = cache.blocks(layer, 6);
     CHECK(view.values == view.keys);
     for (size_t p = 0; p < 6; ++p) {
-      const float* row = view.keys + (static_cast<size_t>(view.table[p / 4]) * 4 + p % 4) * 5;
+      const float* row = static_cast<const float*>(view.keys) +
+                         (static_cast<size_t>(view.table[p / 4]) * 4 + p % 4) * 5;
       CHECK(std::vector<float>(row, row + 5) ==
             std::vector<float>(rows.begin() + static_cast<ptrdiff_t>(p * 5),
                                rows.begin() + static_cast<ptrdiff_t>(p * 5 + 5)));
@@ -264,12 +270,60 @@ TEST_CASE("a keys-only pool (MLA) stores no values and views them as the keys", 
   // A copy-on-write copy moves the key plane only (there is no other).
   const BlockId spare = 3 - cache.block_table()[0] - cache.block_table()[1];  // ids 0 + 1 + 2
   REQUIRE(pool.copy_block(cache.block_table()[0], spare).ok());
-  CHECK(pool.layer_keys(1)[static_cast<size_t>(spare) * 4 * 5] == rows[0]);
+  CHECK(reinterpret_cast<const float*>(pool.layer_keys(1))[static_cast<size_t>(spare) * 4 * 5] ==
+        rows[0]);
   DenseKvCache dense(2, 5, 8, /*keys_only=*/true);
   REQUIRE(dense.prepare_write(0, 6).ok());
   dense.write(0, 0, rows, {});
   CHECK(dense.blocks(0, 6).values == dense.blocks(0, 6).keys);
   CHECK(dense.allocated_bytes() == 2 * 8 * 5 * sizeof(float));  // keys only, 8 rows (the limit)
+}
+
+TEST_CASE("f16 pools and dense caches store rows rounded to halves, in half the bytes",
+          "[kv][paged]") {
+  auto half = KvPool::create(2, 5, 4, 3, false, kernels::KvType::kF16);
+  auto full = KvPool::create(2, 5, 4, 3);
+  REQUIRE(half.ok());
+  REQUIRE(full.ok());
+  CHECK((*half)->bytes() * 2 == (*full)->bytes());
+  CHECK(kv_bytes_per_token(2, 1, 5, 2).value() * 2 == kv_bytes_per_token(2, 1, 5, 4).value());
+  auto allocator = make_allocator_for(**half);
+  REQUIRE(allocator.ok());
+  PagedKvCache paged(**half, *allocator, 1, 64);
+  DenseKvCache dense(2, 5, 64, false, kernels::KvType::kF16);
+  DenseKvCache dense32(2, 5, 64);
+  std::vector<float> k(6 * 5), v(6 * 5);
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = 0.1f * static_cast<float>(i) + 1e-4f;
+    v[i] = -3.3f * static_cast<float>(i);
+  }
+  std::vector<uint16_t> bits(k.size());
+  std::vector<float> k16(k.size()), v16(v.size());
+  kernels::store_kv_elements(kernels::KvType::kF16, k.data(), bits.data(), k.size());
+  kernels::load_kv_elements(kernels::KvType::kF16, bits.data(), k16.data(), k.size());
+  kernels::store_kv_elements(kernels::KvType::kF16, v.data(), bits.data(), v.size());
+  kernels::load_kv_elements(kernels::KvType::kF16, bits.data(), v16.data(), v.size());
+  REQUIRE(k16 != k);
+  for (KvCache* cache : std::initializer_list<KvCache*>{&paged, &dense, &dense32}) {
+    REQUIRE(cache->prepare_write(0, 6).ok());
+    for (size_t layer = 0; layer < 2; ++layer) cache->write(layer, 0, k, v);
+    cache->set_length(6);
+  }
+  for (size_t layer = 0; layer < 2; ++layer) {
+    for (size_t p = 0; p < 6; ++p) {
+      INFO("layer " << layer << " position " << p);
+      const auto at = [p](const std::vector<float>& x) {
+        return std::vector<float>(x.begin() + static_cast<ptrdiff_t>(p * 5),
+                                  x.begin() + static_cast<ptrdiff_t>(p * 5 + 5));
+      };
+      CHECK(read_row(paged, layer, p, false) == at(k16));
+      CHECK(read_row(paged, layer, p, true) == at(v16));
+      CHECK(read_row(dense, layer, p, false) == at(k16));
+      CHECK(read_row(dense, layer, p, true) == at(v16));
+      CHECK(read_row(dense32, layer, p, false) == at(k));
+    }
+  }
+  CHECK(dense.allocated_bytes() * 2 == dense32.allocated_bytes());
 }
 
 }  // namespace

@@ -18,13 +18,14 @@ struct PagedPool {
   std::unique_ptr<KvBlockAllocator> allocator;
 };
 
-// n_blocks blocks of block_tokens positions for `runner`'s model (kv_dim 0 = the model's; another
-// value makes a pool shaped for another model).
+// n_blocks blocks of block_tokens positions for `runner`'s model, of its KV element type (kv_dim 0
+// = the model's; another value makes a pool shaped for another model).
 inline PagedPool make_pool(const ModelRunner& runner, size_t block_tokens, size_t n_blocks,
                            size_t kv_dim = 0) {
   const auto probe = runner.new_kv_cache(1);
   if (kv_dim == 0) kv_dim = probe->kv_dim();
-  auto pool = KvPool::create(probe->n_layers(), kv_dim, block_tokens, n_blocks);
+  auto pool = KvPool::create(probe->n_layers(), kv_dim, block_tokens, n_blocks, /*keys_only=*/false,
+                             runner.kv_layout().type);
   REQUIRE(pool.ok());
   auto allocator = make_allocator_for(**pool);
   REQUIRE(allocator.ok());

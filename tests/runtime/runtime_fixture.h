@@ -48,7 +48,8 @@ struct LoadedModel {
 
 inline std::unique_ptr<LoadedModel> load_model(const std::string& path, int threads = 2,
                                                bool quantized_activations = true,
-                                               bool repack = true) {
+                                               bool repack = true,
+                                               kernels::KvType kv_type = kernels::KvType::kF32) {
   auto ckpt = model::open_model(path);
   INFO(path << ": " << (ckpt.ok() ? "" : ckpt.status().to_string()));
   REQUIRE(ckpt.ok());
@@ -59,6 +60,7 @@ inline std::unique_ptr<LoadedModel> load_model(const std::string& path, int thre
   options.quantized_activations = quantized_activations;
   options.interleave_experts = repack;
   options.interleave_dense = repack;
+  options.kv_type = kv_type;
   auto runner = ModelRunner::create(*loaded->checkpoint.spec, *loaded->checkpoint.weights, options);
   INFO((runner.ok() ? "" : runner.status().to_string()));
   REQUIRE(runner.ok());

@@ -185,5 +185,13 @@ TEST_CASE("DeepSeek-V2's group-limited greedy scores a group by its best expert"
   CHECK(r.weights[0] == Approx(std::exp(2.0f) / z));
 }
 
+TEST_CASE("tiny-deepseek2 F32 with an f16 latent KV cache stays close to llama.cpp",
+          "[runtime][forward][kv]") {
+  // MLA's keys-only cache (the latent row and the RoPE part) in halves; references from an F32
+  // cache. Bound and greedy as for tiny-moe's f16 case.
+  check_llamacpp_reference(deepseek2_dir(), "tiny-deepseek2-", "f32", 1e-3f, true,
+                           kernels::KvType::kF16);
+}
+
 }  // namespace
 }  // namespace tandem::runtime::testing

@@ -59,5 +59,13 @@ TEST_CASE("tiny-gpt-oss spec: windowed even layers, sinks, biases, YaRN, top-k s
   CHECK(ckpt->weights->unused.empty());
 }
 
+TEST_CASE("tiny-gpt-oss all-F32 with an f16 KV cache (full layers and window rings)",
+          "[runtime][forward][kv]") {
+  // Both cache kinds in halves: the pool-less dense cache of the full layers and the windowed
+  // layers' rings. References from an F32 cache.
+  check_llamacpp_reference(gpt_oss_dir(), "tiny-gpt-oss-", "all-f32", 1e-3f, true,
+                           kernels::KvType::kF16);
+}
+
 }  // namespace
 }  // namespace tandem::runtime::testing
