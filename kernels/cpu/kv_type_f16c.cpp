@@ -14,6 +14,9 @@ void fp32_to_fp16_f16c(const float* src, uint16_t* dst, size_t n) {
         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
   }
+  // The scalar tail and the callers (the caches' writes, the attention driver and libm around it)
+  // are SSE code: they must not pay the AVX-SSE transition penalty.
+  _mm256_zeroupper();
   fp32_to_fp16_scalar(src + i, dst + i, n - i);
 }
 
@@ -23,10 +26,8 @@ void fp16_to_fp32_f16c(const uint16_t* src, float* dst, size_t n) {
     _mm256_storeu_ps(dst + i,
                      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   }
+  _mm256_zeroupper();  // as above
   fp16_to_fp32_scalar(src + i, dst + i, n - i);
-  // The callers (the attention row kernels' SSE neighbours, libm) must not pay the AVX-SSE
-  // transition penalty.
-  _mm256_zeroupper();
 }
 
 }  // namespace tandem::kernels::detail
