@@ -3,9 +3,9 @@
 // (BM_AttentionDecode), the same over 32 such caches in turn, f32 and f16 (BM_AttentionDecodeCold:
 // as in a model, where a layer's cache has left the CPU caches by the time that layer runs again)
 // and a
-// prefill of n tokens from position 0 (BM_AttentionPrefill). One thread, every head; the counter
-// GFLOP/s counts 2 flops per multiply-add of the scores and of the value sums (4 * heads * head_dim
-// per visible position). Compare within one run.
+// prefill of n tokens from position 0, f32 and f16 (BM_AttentionPrefill). One thread, every head;
+// the counter GFLOP/s counts 2 flops per multiply-add of the scores and of the value sums (4 *
+// heads * head_dim per visible position). Compare within one run.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -38,16 +38,21 @@ AttentionConfig config() {
   return c;
 }
 
-// n_q query tokens at positions start .. start + n_q - 1 (the cache holds start + n_q rows).
-void run(benchmark::State& state, size_t start, size_t n_q) {
+// n_q query tokens at positions start .. start + n_q - 1 over a cache of `type` (the cache holds
+// start + n_q rows, one block).
+void run(benchmark::State& state, size_t start, size_t n_q, KvType type) {
   const size_t n_ctx = start + n_q;
-  const std::vector<float> k = random_floats(n_ctx * kKvHeads * kDim, 1);
-  const std::vector<float> v = random_floats(n_ctx * kKvHeads * kDim, 2);
+  const size_t elements = n_ctx * kKvHeads * kDim;
+  std::vector<uint8_t> k(elements * kv_type_bytes(type)), v(k.size());
+  store_kv_elements(type, random_floats(elements, 1).data(), k.data(), elements);
+  store_kv_elements(type, random_floats(elements, 2).data(), v.data(), elements);
   const std::vector<float> q = random_floats(n_q * kHeads * kDim, 3);
   std::vector<float> out(n_q * kHeads * kDim);
   const AttentionConfig c = config();
+  static constexpr int32_t kOneBlock[1] = {0};
+  const KvBlocks kv{k.data(), v.data(), kOneBlock, n_ctx, 1, type};
   for (auto _ : state) {
-    attention(q, n_q, start, k, v, c, out);
+    attention_heads(q, n_q, start, kv, c, out, 0, kHeads);
     benchmark::DoNotOptimize(out.data());
   }
   // Visible positions summed over the query tokens: start + 1 .. start + n_q.
@@ -59,7 +64,7 @@ void run(benchmark::State& state, size_t start, size_t n_q) {
 }
 
 void BM_AttentionDecode(benchmark::State& state) {
-  run(state, static_cast<size_t>(state.range(0)) - 1, 1);
+  run(state, static_cast<size_t>(state.range(0)) - 1, 1, KvType::kF32);
 }
 
 // Arguments: the context, and the cache's element type (0 = f32, 1 = f16; kv_type.h).
@@ -97,13 +102,17 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
+// Arguments: the prompt's tokens, and the cache's element type (0 = f32, 1 = f16).
 void BM_AttentionPrefill(benchmark::State& state) {
-  run(state, 0, static_cast<size_t>(state.range(0)));
+  run(state, 0, static_cast<size_t>(state.range(0)),
+      state.range(1) == 0 ? KvType::kF32 : KvType::kF16);
 }
 
 BENCHMARK(BM_AttentionDecode)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096);
 BENCHMARK(BM_AttentionDecodeCold)->ArgsProduct({{512, 2048, 4096}, {0, 1}});
-BENCHMARK(BM_AttentionPrefill)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgsProduct({{128, 512, 2048}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tandem::kernels

@@ -151,20 +151,24 @@ std::vector<float> rounded(const std::vector<float>& x) {
   return out;
 }
 
-TEST_CASE("attention over an f16 cache is attention over the rounded floats, bit for bit",
-          "[kernels][kv]") {
+TEST_CASE(
+    "attention over an f16 cache is attention over the rounded floats, bit for bit, "
+    "in one call or query by query",
+    "[kernels][kv]") {
   struct Shape {
     size_t heads, kv_heads, dim, value_dim, n_ctx, n_q, window, block_rows;
     bool sinks;
   };
   // GQA with a window and sinks; a head_dim with a tail (not a multiple of 8); a 128-dim head
   // over more rows than one conversion run holds (32), in blocks larger and smaller than a run;
-  // MLA's shape (one kv head, values the leading value_dim elements of each key row).
-  const Shape shapes[] = {{8, 2, 64, 0, 41, 5, 16, 8, true},
-                          {6, 3, 20, 0, 19, 19, 0, 7, false},
-                          {8, 1, 128, 0, 150, 2, 0, 64, false},
-                          {4, 2, 128, 0, 150, 1, 0, 20, true},
-                          {8, 1, 72, 64, 90, 3, 0, 16, false}};
+  // MLA's shape (one kv head, values the leading value_dim elements of each key row). Several
+  // queries convert each kv head's rows once for the call (a prefill), one query run by run; the
+  // last shape's rows (8200 x 2 x 128 floats) exceed what a call converts at once, so its two
+  // queries go run by run too.
+  const Shape shapes[] = {
+      {8, 2, 64, 0, 41, 5, 16, 8, true},    {6, 3, 20, 0, 19, 19, 0, 7, false},
+      {8, 1, 128, 0, 150, 2, 0, 64, false}, {4, 2, 128, 0, 150, 1, 0, 20, true},
+      {8, 1, 72, 64, 90, 3, 0, 16, false},  {2, 1, 128, 0, 8200, 2, 0, 256, false}};
   std::mt19937 rng(17);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (const Shape& s : shapes) {
@@ -200,6 +204,24 @@ TEST_CASE("attention over an f16 cache is attention over the rounded floats, bit
     attention_heads(q, s.n_q, start, full.view(s.block_rows, KvType::kF32, keys_only), c, want, 0,
                     s.heads);
     CHECK(got == want);
+    // Heads split between two calls (as threads split them) give the same bits.
+    std::vector<float> split(got.size(), NAN);
+    const KvBlocks view = half.view(s.block_rows, KvType::kF16, keys_only);
+    attention_heads(q, s.n_q, start, view, c, split, 0, s.heads / 2 + 1);
+    attention_heads(q, s.n_q, start, view, c, split, s.heads / 2 + 1, s.heads);
+    CHECK(split == got);
+    // A call of several queries (each kv head's rows gathered once) gives the bits of its queries
+    // one at a time (rows read run by run), over either cache.
+    for (const bool f16 : {true, false}) {
+      const KvBlocks one_view = f16 ? view : full.view(s.block_rows, KvType::kF32, keys_only);
+      std::vector<float> alone(got.size(), NAN);
+      for (size_t i = 0; i < s.n_q; ++i) {
+        const std::span<const float> qi(q.data() + i * s.heads * s.dim, s.heads * s.dim);
+        const std::span<float> oi(alone.data() + i * s.heads * vdim, s.heads * vdim);
+        attention_heads(qi, 1, start + i, one_view, c, oi, 0, s.heads);
+      }
+      CHECK(alone == (f16 ? got : want));
+    }
     // The rounding did change the inputs (so the comparison above is not between equal caches of
     // unrounded floats), and the f16 result stays close to the unrounded f32 one.
     CHECK(rounded(k) != k);
