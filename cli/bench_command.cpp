@@ -34,7 +34,7 @@ void print_bench_usage(std::FILE* out) {
       "--dense-gpu: attention, norms, routers, shared experts, the head and the KV\n"
       "cache on CUDA device 0, as tandemd's runtime.dense_device (CUDA builds only).\n"
       "--kv-cache-type f32|f16: the KV cache's element type, as tandemd's\n"
-      "runtime.kv_cache_type (default f32).\n"
+      "runtime.kv_cache_type (default f16).\n"
       "--repeat N: one untimed warm-up (the prompt, then one decode step) and N timed\n"
       "runs, each on a fresh cache; prints the mean and standard deviation of each rate,\n"
       "as llama-bench does with -r N (default 1: one timed run, no warm-up).\n"
@@ -76,7 +76,7 @@ int run_bench(std::span<char*> args) {
   };
   bool profile = false;
   bool dense_gpu = false;
-  kernels::KvType kv_cache_type = kernels::KvType::kF32;
+  kernels::KvType kv_cache_type = kernels::kDefaultKvCacheType;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (arg == "--help" || arg == "-h") {

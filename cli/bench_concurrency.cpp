@@ -38,7 +38,7 @@ struct Options {
   int prompt_tokens = 32;
   int gen_tokens = 32;
   int threads = 0;
-  kernels::KvType kv_cache_type = kernels::KvType::kF32;
+  kernels::KvType kv_cache_type = kernels::kDefaultKvCacheType;
   bool json = false;
 };
 

@@ -24,7 +24,7 @@ struct SessionOptions {
   bool dense_gpu = false;   // the dense parts and the KV cache on the GPU (or fail)
   // The most tokens of one forward pass (GPU scratch is sized for it).
   int64_t max_batch_tokens = 2048;
-  kernels::KvType kv_cache_type = kernels::KvType::kF32;  // runtime.kv_cache_type
+  kernels::KvType kv_cache_type = kernels::kDefaultKvCacheType;  // runtime.kv_cache_type
 };
 
 // The engine a command runs directly (its scheduler never starts). Owned by one command on the

@@ -85,7 +85,7 @@ struct RuntimeConfig {
   CpuKernels cpu_kernels = CpuKernels::kAuto;
   bool repack_weights = true;
   bool numa = true;
-  kernels::KvType kv_cache_type = kernels::KvType::kF32;
+  kernels::KvType kv_cache_type = kernels::kDefaultKvCacheType;
 };
 
 struct LoggingConfig {

@@ -149,7 +149,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
     // The GPU dense executor keeps the KV cache on the device, in floats, in a mirror of the host
     // pool's blocks (which it never writes): the pool is shaped for those floats, as the GPU
     // memory plan counted them.
-    spdlog::warn(
+    spdlog::info(
         "runtime.kv_cache_type {} applies to a CPU KV cache; the dense parts run on the GPU, "
         "whose KV cache is f32, so the KV cache is f32",
         kernels::kv_type_name(options.kv_cache_type));

@@ -62,7 +62,7 @@ struct EngineOptions {
   runtime::SchedulerLimits limits;
   uint64_t kv_cache_bytes = uint64_t{1} << 30;
   // The element type of the CPU KV cache (runtime::RunnerOptions::kv_type).
-  kernels::KvType kv_cache_type = kernels::KvType::kF32;
+  kernels::KvType kv_cache_type = kernels::kDefaultKvCacheType;
   bool prefix_caching = true;
   // Requests in flight (running and waiting) the scheduler accepts.
   size_t queue_capacity = 256 + 64;

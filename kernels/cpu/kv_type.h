@@ -15,6 +15,12 @@ namespace tandem::kernels {
 
 enum class KvType : uint8_t { kF32, kF16 };
 
+// The KV cache type tandemd and the tandem tool use unless told otherwise (runtime.kv_cache_type):
+// f16, as llama.cpp's default cache and the model-dtype caches of vLLM and SGLang, for half the
+// KV memory and faster long-context decode. The runner and the caches themselves default to f32,
+// the exact arithmetic the reference tests compare.
+inline constexpr KvType kDefaultKvCacheType = KvType::kF16;
+
 // Every type's name, in enum order: the spellings of the configuration key (runtime.kv_cache_type)
 // and the logs. Header-only, so the configuration library can name the types without linking the
 // kernels.

@@ -12,8 +12,8 @@
 # ROUNDS (default 1) repeats the whole round, so that a run on a shared machine shows its spread.
 # LLAMACPP_BIN=DIR runs llama-bench and llama-batched-bench from DIR instead of the anchor's build
 # (e.g. an AVX2-only build of the same llama.cpp source, beside TANDEM_CPU_KERNELS=avx2).
-# KV_CACHE_TYPE=f16 runs tandem bench with --kv-cache-type f16, the cache type llama-bench and
-# llama-batched-bench use by default (their F16 KV cache); unset, Tandem's default f32.
+# KV_CACHE_TYPE=f32|f16 runs tandem bench with --kv-cache-type; unset, Tandem's default f16, the
+# cache type llama-bench and llama-batched-bench use by default (their F16 KV cache).
 # LONG=N adds, once per round, a long context: llama-bench pp N and tg32 at depth N beside tandem
 # bench's prefill of N tokens and its 32 decode steps after them (N + 32 must fit the model's
 # context).

@@ -114,20 +114,20 @@ TEST_CASE("TANDEM_CPU_KERNELS sets runtime.cpu_kernels", "[config]") {
   CHECK(r->config.runtime.cpu_kernels == CpuKernels::kAvx512);
 }
 
-TEST_CASE("runtime.kv_cache_type: f32 unless set, f16 from a variable or a flag", "[config]") {
+TEST_CASE("runtime.kv_cache_type: f16 unless set, f32 from a variable or a flag", "[config]") {
   ConfigSources sources;
   Result<LoadedConfig> r = load_config(sources);
   REQUIRE(r.ok());
+  CHECK(r->config.runtime.kv_cache_type == kernels::KvType::kF16);
+  sources.environment = {{"TANDEM_RUNTIME_KV_CACHE_TYPE", "f32"}};
+  r = load_config(sources);
+  REQUIRE(r.ok());
   CHECK(r->config.runtime.kv_cache_type == kernels::KvType::kF32);
-  sources.environment = {{"TANDEM_RUNTIME_KV_CACHE_TYPE", "f16"}};
-  r = load_config(sources);
-  REQUIRE(r.ok());
-  CHECK(r->config.runtime.kv_cache_type == kernels::KvType::kF16);
   sources.environment.clear();
-  sources.flags = {{"runtime.kv_cache_type", "f16"}};
+  sources.flags = {{"runtime.kv_cache_type", "f32"}};
   r = load_config(sources);
   REQUIRE(r.ok());
-  CHECK(r->config.runtime.kv_cache_type == kernels::KvType::kF16);
+  CHECK(r->config.runtime.kv_cache_type == kernels::KvType::kF32);
 }
 
 TEST_CASE("environment and flag values of every kind are parsed", "[config]") {

@@ -67,15 +67,16 @@ TEST_CASE("Engine::create plans the demo model from its statistics", "[engine]")
   CHECK((*served)->facts().tokenizer_path.empty());  // export_tokenizer false
 }
 
-TEST_CASE("runtime.kv_cache_type f16: the pool holds twice the tokens in the same bytes",
+TEST_CASE("runtime.kv_cache_type f16 (the default): twice the tokens of f32 in the same bytes",
           "[engine][kv]") {
   EngineOptions o = demo_options();
   o.kv_cache_bytes = uint64_t{64} << 20;
-  const Result<std::unique_ptr<Engine>> f32 = Engine::create(o);
-  REQUIRE(f32.ok());
-  o.kv_cache_type = kernels::KvType::kF16;
+  CHECK(o.kv_cache_type == kernels::KvType::kF16);  // the default
   const Result<std::unique_ptr<Engine>> f16 = Engine::create(o);
   REQUIRE(f16.ok());
+  o.kv_cache_type = kernels::KvType::kF32;
+  const Result<std::unique_ptr<Engine>> f32 = Engine::create(o);
+  REQUIRE(f32.ok());
   CHECK((*f32)->scheduler().kv_pool().type() == kernels::KvType::kF32);
   CHECK((*f16)->scheduler().kv_pool().type() == kernels::KvType::kF16);
   CHECK((*f16)->scheduler().kv_total_blocks() == 2 * (*f32)->scheduler().kv_total_blocks());
