@@ -121,11 +121,15 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
   // first-generation Zen EPYC: f32 14.1 -> 23.3 GFLOP/s, f16 16.7 -> 23.3 (attention_bench,
   // BM_AttentionPrefill). The buffers are kept for the thread's next call up to kKeptBytes, and
   // freed above it.
+  // Where the values are the keys' leading vdim elements (MLA's latent rows) they are read from
+  // the gathered keys.
   const size_t first = window_start(start_pos, window);
   constexpr size_t kGatherBytes = size_t{16} << 20;
   constexpr size_t kKeptBytes = size_t{2} << 20;
+  const bool shared_values = kv.values == kv.keys;
   const bool gather_once =
-      n_q > 1 && (n_ctx - first) * (dim + vdim) * sizeof(float) <= kGatherBytes;
+      n_q > 1 &&
+      (n_ctx - first) * (dim + (shared_values ? 0 : vdim)) * sizeof(float) <= kGatherBytes;
   thread_local std::vector<float> head_keys;
   thread_local std::vector<float> head_values;
   // The bytes of row p's slice of the kv head at head_off in base (keys or values).
@@ -178,13 +182,14 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
       load_kv_elements(kv.type, row, head_rows.data() + (p - first) * width, width);
     }
   };
-  // Rows [p, end) of a kv head for the row kernels: from the head's gathered rows (gather_once:
-  // all of them in one run), else one run of contiguous rows (within a block) at a time.
-  const auto kv_run = [&](const void* base, const std::vector<float>& head_rows, size_t p,
-                          size_t end, size_t head_off, size_t width, size_t& n_rows) {
+  // Rows [p, end) of a kv head for the row kernels: from the head's gathered rows, `stride`
+  // floats apart (gather_once: all of them in one run), else one run of contiguous rows (within a
+  // block) at a time.
+  const auto kv_run = [&](const void* base, const std::vector<float>& head_rows, size_t stride,
+                          size_t p, size_t end, size_t head_off, size_t width, size_t& n_rows) {
     if (gather_once) {
       n_rows = end - p;
-      return std::pair<const float*, size_t>(head_rows.data() + (p - first) * width, width);
+      return std::pair<const float*, size_t>(head_rows.data() + (p - first) * stride, stride);
     }
     n_rows = run_rows(p, end);
     return rows_at(base, p, n_rows, head_off, width);
@@ -207,7 +212,7 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
     const size_t n_keys = end - lo;
     scores.resize(nh * cap);
     for (size_t p = lo, n_rows = 0; p < end; p += n_rows) {
-      const auto [kp, k_stride] = kv_run(kv.keys, head_keys, p, end, head_off, dim, n_rows);
+      const auto [kp, k_stride] = kv_run(kv.keys, head_keys, dim, p, end, head_off, dim, n_rows);
       row_kernel.scores(q.data() + (i * n_heads + g0) * dim, nh, kp, k_stride, n_rows, dim,
                         config.scale, scores.data() + (p - lo), cap);
     }
@@ -219,7 +224,9 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
       std::fill(oh, oh + vdim, 0.0f);
     }
     for (size_t p = lo, n_rows = 0; p < end; p += n_rows) {
-      const auto [vp, v_stride] = kv_run(kv.values, head_values, p, end, head_off, vdim, n_rows);
+      const auto [vp, v_stride] =
+          shared_values ? kv_run(kv.keys, head_keys, dim, p, end, head_off, vdim, n_rows)
+                        : kv_run(kv.values, head_values, vdim, p, end, head_off, vdim, n_rows);
       row_kernel.accumulate(scores.data() + (p - lo), cap, nh, vp, v_stride, n_rows, vdim,
                             out.data() + (i * n_heads + g0) * vdim);
     }
@@ -230,7 +237,7 @@ void attention_heads(std::span<const float> q, size_t n_q, size_t start_pos, con
     // Group by group: its kv head's rows gathered, then every query over them.
     for (size_t g0 = head_begin; g0 < head_end; g0 = group_end(g0)) {
       gather_head(kv.keys, g0 / group * dim, dim, head_keys);
-      gather_head(kv.values, g0 / group * dim, vdim, head_values);
+      if (!shared_values) gather_head(kv.values, g0 / group * dim, vdim, head_values);
       for (size_t i = 0; i < n_q; ++i) attend(i, g0, group_end(g0));
     }
   } else {
