@@ -126,7 +126,7 @@ using Tokens = Q8KTokens<T>;
 // One group (at g0, `blocks` super-blocks) against the tile's T tokens. No software prefetch: a
 // group is one sequential run of bytes, which the hardware prefetchers stream best (see
 // quant_dot_x8_walk.h).
-template <class Format, int T>
+template <class Format, int T, bool kExpanded>
 void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outputs<T>& y) {
   constexpr int kExact = Q45KX8Isa::template exact_steps<Format::kQuantMax>();
   static_assert(kExact >= 4, "a chain of four steps must stay exact");
@@ -169,9 +169,9 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
         const int k = m % kChains;
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-          const int8_t* xb = x.xq[t] + b * kSuper + 64 * c + 4 * m;
-          lo[t][k] = Q45KX8Isa::step(lo[t][k], wl, broadcast4(xb));
-          hi[t][k] = Q45KX8Isa::step(hi[t][k], wh, broadcast4(xb + 32));
+          const size_t xb = b * kSuper + 64 * c + 4 * m;
+          lo[t][k] = Q45KX8Isa::step(lo[t][k], wl, token_quad<kExpanded>(x, t, xb));
+          hi[t][k] = Q45KX8Isa::step(hi[t][k], wh, token_quad<kExpanded>(x, t, xb + 32));
           if constexpr (kChains == 1) {
             if ((m + 1) % kFlush == 0) {
               isum[t] = Q45KX8Isa::finish(isum[t], lo[t][0], s.sc[2 * c]);
@@ -232,9 +232,10 @@ void run_tile(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outp
 // run_tile as quant_dot_q8k_x8_call.h's Tile.
 template <class Format>
 struct Tile {
-  template <int T>
+  static constexpr size_t kExpandTokens = expand_tokens<Q45KX8Isa>();
+  template <int T, bool kExpanded>
   static void run(const uint8_t* g0, size_t blocks, const Tokens<T>& x, const X8Outputs<T>& y) {
-    run_tile<Format, T>(g0, blocks, x, y);
+    run_tile<Format, T, kExpanded>(g0, blocks, x, y);
   }
 };
 

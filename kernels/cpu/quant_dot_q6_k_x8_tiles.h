@@ -82,8 +82,9 @@ void run_q6_k_x8_tile(const uint8_t* g0, size_t blocks, const Q8KTokens<T>& x,
 
 // run_q6_k_x8_tile as quant_dot_q8k_x8_call.h's Tile.
 struct Q6KX8Tile {
-  template <int T>
+  template <int T, bool kExpanded>
   static void run(const uint8_t* g0, size_t blocks, const Q8KTokens<T>& x, const X8Outputs<T>& y) {
+    static_assert(!kExpanded, "the Q6_K tiles broadcast their activations");
     run_q6_k_x8_tile<T>(g0, blocks, x, y);
   }
 };

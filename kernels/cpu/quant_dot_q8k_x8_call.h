@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/quant_dot_x8_walk.h"
@@ -12,21 +14,49 @@
 namespace tandem::kernels::detail {
 namespace {
 
-// A tile's tokens: token t's quants, per-super-block scales and Q8_K bsums (16 per super-block).
+// A tile's tokens: token t's quants, per-super-block scales and Q8_K bsums (16 per super-block);
+// in a call that expands its activations (below), xe[t] holds token t's quants expanded: quad k
+// (quants 4k .. 4k+3) in all eight 32-bit lanes of the 32 bytes at xe[t] + 32 * k.
 template <int T>
 struct Q8KTokens {
   const int8_t* xq[T];
   const float* xd[T];
   const int16_t* bsums[T];
+  const int8_t* xe[T];
 };
 
-// The x8_walk kernel of one call; Tile::template run<T>(group, blocks, tokens, outputs) computes
-// one group against T <= 4 tokens.
+// Quad offset / 4 of tile token t (offset a multiple of 4) in every 32-bit lane: a load from the
+// expanded copy where the call made one, else a broadcast of the quants.
+template <bool kExpanded, int T>
+[[gnu::always_inline]] inline __m256i token_quad(const Q8KTokens<T>& x, int t, size_t offset) {
+  if constexpr (kExpanded) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(x.xe[t] + 8 * offset));
+  } else {
+    return broadcast4(x.xq[t] + offset);
+  }
+}
+
+// How many tokens a call of Tile expands at most (Tile::kExpandTokens; 0: the tile broadcasts).
+// The copy (8 bytes per quant, at most kExpandBytes, written once per call) is read by every
+// group of the call's row range from L1 or L2.
 template <class Tile>
+constexpr size_t expand_tokens() {
+  if constexpr (requires { Tile::kExpandTokens; }) {
+    return Tile::kExpandTokens;
+  } else {
+    return 0;
+  }
+}
+constexpr size_t kExpandBytes = size_t{128} << 10;
+
+// The x8_walk kernel of one call; Tile::template run<T, kExpanded>(group, blocks, tokens, outputs)
+// computes one group against T <= 4 tokens.
+template <class Tile, bool kExpanded>
 struct Q8KX8Kernel {
   static constexpr size_t kMaxTokens = 4;
   const X8Call* c;
   const ActivationRows* x;
+  const int8_t* expanded;  // kExpanded: token t's expanded quants at expanded + 8 * t * cols
 
   template <int T>
   void tile(size_t g, size_t t0, const X8Outputs<T>& y) const {
@@ -36,10 +66,33 @@ struct Q8KX8Kernel {
       tokens.xq[i] = x->qs + t * x->cols;
       tokens.xd[i] = x->d + t * c->blocks;
       tokens.bsums[i] = x->bsums + t * c->blocks * 16;
+      tokens.xe[i] = kExpanded ? expanded + 8 * t * x->cols : nullptr;
     }
-    Tile::template run<T>(c->groups + g * c->group_bytes, c->blocks, tokens, y);
+    Tile::template run<T, kExpanded>(c->groups + g * c->group_bytes, c->blocks, tokens, y);
   }
 };
+
+// This thread's buffer for expanded quants, at least `bytes` long and 64-byte aligned.
+inline int8_t* expanded_buffer(size_t bytes) {
+  struct AlignedDelete {
+    void operator()(int8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  thread_local std::unique_ptr<int8_t[], AlignedDelete> buffer;
+  thread_local size_t capacity = 0;
+  if (capacity < bytes) {
+    buffer.reset(static_cast<int8_t*>(::operator new[](bytes, std::align_val_t{64})));
+    capacity = bytes;
+  }
+  return buffer.get();
+}
+
+// x's quants expanded (Q8KTokens::xe) into out: 8 * n_tokens * cols bytes.
+inline void expand_quants(const ActivationRows& x, int8_t* out) {
+  const size_t quads = x.n_tokens * x.cols / 4;
+  for (size_t k = 0; k < quads; ++k) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * k), broadcast4(x.qs + 4 * k));
+  }
+}
 
 // The InterleavedDotFn contract (quant_dot.h) on Tile, for groups of block_bytes per super-block.
 template <class Tile>
@@ -47,7 +100,16 @@ void q8k_x8_dot(const uint8_t* groups, size_t block_bytes, size_t row_begin, siz
                 const ActivationRows& x, float* y, size_t y_stride) {
   const size_t blocks = x.cols / 256;
   const X8Call c{groups, blocks * block_bytes, blocks, row_begin, row_end, x.n_tokens, y, y_stride};
-  x8_walk(c, Q8KX8Kernel<Tile>{&c, &x});
+  if constexpr (expand_tokens<Tile>() > 0) {
+    const size_t bytes = 8 * x.n_tokens * x.cols;
+    if (x.n_tokens <= expand_tokens<Tile>() && bytes <= kExpandBytes && row_begin < row_end) {
+      int8_t* expanded = expanded_buffer(bytes);
+      expand_quants(x, expanded);
+      x8_walk(c, Q8KX8Kernel<Tile, true>{&c, &x, expanded});
+      return;
+    }
+  }
+  x8_walk(c, Q8KX8Kernel<Tile, false>{&c, &x, nullptr});
 }
 
 }  // namespace
