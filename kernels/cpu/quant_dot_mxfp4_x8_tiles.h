@@ -4,8 +4,10 @@
 // flags with its `Isa`: a struct whose static `__m256i block_sums(const Unpacked& w, const int8_t*
 // xb)` returns, in lane i, row i's exact int32 sum of u * x over one block (u the biased weights
 // below, xb one token's 32 activation quants) and whose `kPrefetchAhead` is the few-token tiles'
-// prefetch distance in bytes (0: none). Everything here has internal linkage (see
-// quant_dot_kquants_tiles.h for why).
+// prefetch distance in bytes (0: none); an Isa with `kExpandTokens` (quant_dot_x8_walk.h) also has
+// `expanded_block_sums(const Unpacked& w, const int8_t* xe)`, the same sums from the block's
+// expanded quants, which calls of up to kExpandTokens tokens use. Everything here has internal
+// linkage (see quant_dot_kquants_tiles.h for why).
 //
 // Technique: one 32-bit lane per weight row, with no horizontal reduction. A group's block is four
 // 32-byte loads; 32-bit lane i of load k holds row i's quant bytes 4k .. 4k+3, whose low nibbles
@@ -80,19 +82,21 @@ struct Unpacked {
   return _mm256_castsi256_ps(_mm256_max_epi32(normal, subnormal));
 }
 
-// One token tile's activations: quants xq[t], scales xd[t] and bias sums bias[t] of token t.
+// One token tile's activations: quants xq[t], scales xd[t] and bias sums bias[t] of token t; in a
+// call that expands its activations (quant_dot_x8_walk.h), xe[t] holds token t's expanded quants.
 template <int kTokens>
 struct TokenTile {
   const int8_t* xq[kTokens];
   const float* xd[kTokens];
   const int32_t* bias[kTokens];
+  const int8_t* xe[kTokens];
 };
 
 // One group against a tile of kTokens tokens, unpacking each block once into registers and running
 // every token over it. A group is one sequential run of bytes: tiles of up to 4 tokens prefetch
 // Isa::kPrefetchAhead bytes ahead where the instruction set asks for it (prefetch_ahead.h), else
 // the hardware prefetchers alone stream it (see quant_dot_x8_walk.h).
-template <class Isa, int kTokens>
+template <class Isa, int kTokens, bool kExpanded>
 void tall_tile(const uint8_t* g, size_t blocks, const TokenTile<kTokens>& x,
                const X8Outputs<kTokens>& y) {
   __m256 acc[kTokens];
@@ -105,7 +109,12 @@ void tall_tile(const uint8_t* g, size_t blocks, const TokenTile<kTokens>& x,
     const __m256 de = scales(block);
 #pragma GCC unroll 8
     for (int t = 0; t < kTokens; ++t) {
-      const __m256i sums = Isa::block_sums(w, x.xq[t] + b * kBlock);
+      __m256i sums;
+      if constexpr (kExpanded) {
+        sums = Isa::expanded_block_sums(w, x.xe[t] + 8 * b * kBlock);
+      } else {
+        sums = Isa::block_sums(w, x.xq[t] + b * kBlock);
+      }
       const __m256i isum = _mm256_sub_epi32(sums, _mm256_set1_epi32(x.bias[t][b]));
       const __m256 scale = _mm256_mul_ps(de, _mm256_set1_ps(x.xd[t][b]));
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale));
@@ -116,12 +125,13 @@ void tall_tile(const uint8_t* g, size_t blocks, const TokenTile<kTokens>& x,
 }
 
 // The x8_walk kernel of one call: eight tokens at most per tile.
-template <class Isa>
+template <class Isa, bool kExpanded>
 struct Mxfp4X8Kernel {
   static constexpr size_t kMaxTokens = 8;
   const X8Call* c;
   const ActivationRows* x;
   const int32_t* bias_sums;
+  const int8_t* expanded;  // kExpanded: token t's expanded quants at expanded + 8 * t * cols
 
   template <int T>
   void tile(size_t g, size_t t0, const X8Outputs<T>& y) const {
@@ -131,8 +141,9 @@ struct Mxfp4X8Kernel {
       tokens.xq[i] = x->qs + t * x->cols;
       tokens.xd[i] = x->d + t * c->blocks;
       tokens.bias[i] = bias_sums + t * c->blocks;
+      tokens.xe[i] = kExpanded ? expanded + 8 * t * x->cols : nullptr;
     }
-    tall_tile<Isa, T>(c->groups + g * c->group_bytes, c->blocks, tokens, y);
+    tall_tile<Isa, T, kExpanded>(c->groups + g * c->group_bytes, c->blocks, tokens, y);
   }
 };
 
@@ -177,7 +188,16 @@ void dot_mxfp4_x8(const uint8_t* groups, size_t row_begin, size_t row_end, const
   if (row_begin >= row_end || n == 0) return;
   BiasSums bias_sums(x);
   const X8Call c{groups, blocks * kBlockBytes, blocks, row_begin, row_end, n, y, y_stride};
-  x8_walk(c, Mxfp4X8Kernel<Isa>{&c, &x, bias_sums.data()});
+  if constexpr (expand_tokens<Isa>() > 0) {
+    const size_t bytes = 8 * n * x.cols;
+    if (n <= expand_tokens<Isa>() && bytes <= kExpandBytes) {
+      int8_t* expanded = expanded_buffer(bytes);
+      expand_quants(x, expanded);
+      x8_walk(c, Mxfp4X8Kernel<Isa, true>{&c, &x, bias_sums.data(), expanded});
+      return;
+    }
+  }
+  x8_walk(c, Mxfp4X8Kernel<Isa, false>{&c, &x, bias_sums.data(), nullptr});
 }
 
 }  // namespace

@@ -5,8 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <new>
 
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/quant_dot_x8_walk.h"
@@ -36,19 +34,6 @@ template <bool kExpanded, int T>
   }
 }
 
-// How many tokens a call of Tile expands at most (Tile::kExpandTokens; 0: the tile broadcasts).
-// The copy (8 bytes per quant, at most kExpandBytes, written once per call) is read by every
-// group of the call's row range from L1 or L2.
-template <class Tile>
-constexpr size_t expand_tokens() {
-  if constexpr (requires { Tile::kExpandTokens; }) {
-    return Tile::kExpandTokens;
-  } else {
-    return 0;
-  }
-}
-constexpr size_t kExpandBytes = size_t{128} << 10;
-
 // The x8_walk kernel of one call; Tile::template run<T, kExpanded>(group, blocks, tokens, outputs)
 // computes one group against T <= 4 tokens.
 template <class Tile, bool kExpanded>
@@ -71,28 +56,6 @@ struct Q8KX8Kernel {
     Tile::template run<T, kExpanded>(c->groups + g * c->group_bytes, c->blocks, tokens, y);
   }
 };
-
-// This thread's buffer for expanded quants, at least `bytes` long and 64-byte aligned.
-inline int8_t* expanded_buffer(size_t bytes) {
-  struct AlignedDelete {
-    void operator()(int8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  thread_local std::unique_ptr<int8_t[], AlignedDelete> buffer;
-  thread_local size_t capacity = 0;
-  if (capacity < bytes) {
-    buffer.reset(static_cast<int8_t*>(::operator new[](bytes, std::align_val_t{64})));
-    capacity = bytes;
-  }
-  return buffer.get();
-}
-
-// x's quants expanded (Q8KTokens::xe) into out: 8 * n_tokens * cols bytes.
-inline void expand_quants(const ActivationRows& x, int8_t* out) {
-  const size_t quads = x.n_tokens * x.cols / 4;
-  for (size_t k = 0; k < quads; ++k) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * k), broadcast4(x.qs + 4 * k));
-  }
-}
 
 // The InterleavedDotFn contract (quant_dot.h) on Tile, for groups of block_bytes per super-block.
 template <class Tile>

@@ -12,7 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
 
+#include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/prefetch_ahead.h"
 
 namespace tandem::kernels::detail {
@@ -25,6 +28,45 @@ constexpr size_t kX8GroupRows = 8;
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
+}
+
+// Expanded activations. Where a broadcast from memory takes a slot of the vector pipes that the
+// multiplies need (a first-generation Zen), a call of a few tokens may instead copy its quants
+// once with each quad (4 quants) in all eight 32-bit lanes, and its tiles load those 32 bytes:
+// the copy, 8 bytes per quant and at most kExpandBytes, is read by every group of the call's row
+// range from L1 or L2. A kernel opts in with kExpandTokens.
+// How many tokens a call of Tile expands at most (Tile::kExpandTokens; 0: none).
+template <class Tile>
+constexpr size_t expand_tokens() {
+  if constexpr (requires { Tile::kExpandTokens; }) {
+    return Tile::kExpandTokens;
+  } else {
+    return 0;
+  }
+}
+constexpr size_t kExpandBytes = size_t{128} << 10;
+
+// This thread's buffer for expanded quants, at least `bytes` long and 64-byte aligned.
+inline int8_t* expanded_buffer(size_t bytes) {
+  struct AlignedDelete {
+    void operator()(int8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  thread_local std::unique_ptr<int8_t[], AlignedDelete> buffer;
+  thread_local size_t capacity = 0;
+  if (capacity < bytes) {
+    buffer.reset(static_cast<int8_t*>(::operator new[](bytes, std::align_val_t{64})));
+    capacity = bytes;
+  }
+  return buffer.get();
+}
+
+// x's quants expanded into out (quad k of the call's quants at out + 32 * k): 8 * n_tokens * cols
+// bytes.
+inline void expand_quants(const ActivationRows& x, int8_t* out) {
+  const size_t quads = x.n_tokens * x.cols / 4;
+  for (size_t k = 0; k < quads; ++k) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * k), broadcast4(x.qs + 4 * k));
+  }
 }
 
 // Stores lanes [lane_begin, lane_end) of v to out[0 ..).
