@@ -188,16 +188,9 @@ void dot_mxfp4_x8(const uint8_t* groups, size_t row_begin, size_t row_end, const
   if (row_begin >= row_end || n == 0) return;
   BiasSums bias_sums(x);
   const X8Call c{groups, blocks * kBlockBytes, blocks, row_begin, row_end, n, y, y_stride};
-  if constexpr (expand_tokens<Isa>() > 0) {
-    const size_t bytes = 8 * n * x.cols;
-    if (n <= expand_tokens<Isa>() && bytes <= kExpandBytes) {
-      int8_t* expanded = expanded_buffer(bytes);
-      expand_quants(x, expanded);
-      x8_walk(c, Mxfp4X8Kernel<Isa, true>{&c, &x, bias_sums.data(), expanded});
-      return;
-    }
-  }
-  x8_walk(c, Mxfp4X8Kernel<Isa, false>{&c, &x, bias_sums.data(), nullptr});
+  x8_walk_expanded<Isa>(c, x, [&](auto expanded_tag, const int8_t* expanded) {
+    return Mxfp4X8Kernel<Isa, decltype(expanded_tag)::value>{&c, &x, bias_sums.data(), expanded};
+  });
 }
 
 }  // namespace

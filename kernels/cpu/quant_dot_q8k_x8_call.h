@@ -63,16 +63,9 @@ void q8k_x8_dot(const uint8_t* groups, size_t block_bytes, size_t row_begin, siz
                 const ActivationRows& x, float* y, size_t y_stride) {
   const size_t blocks = x.cols / 256;
   const X8Call c{groups, blocks * block_bytes, blocks, row_begin, row_end, x.n_tokens, y, y_stride};
-  if constexpr (expand_tokens<Tile>() > 0) {
-    const size_t bytes = 8 * x.n_tokens * x.cols;
-    if (x.n_tokens <= expand_tokens<Tile>() && bytes <= kExpandBytes && row_begin < row_end) {
-      int8_t* expanded = expanded_buffer(bytes);
-      expand_quants(x, expanded);
-      x8_walk(c, Q8KX8Kernel<Tile, true>{&c, &x, expanded});
-      return;
-    }
-  }
-  x8_walk(c, Q8KX8Kernel<Tile, false>{&c, &x, nullptr});
+  x8_walk_expanded<Tile>(c, x, [&](auto expanded_tag, const int8_t* expanded) {
+    return Q8KX8Kernel<Tile, decltype(expanded_tag)::value>{&c, &x, expanded};
+  });
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/prefetch_ahead.h"
@@ -149,6 +150,24 @@ void x8_walk(const X8Call& c, const K& kernel) {
     for (; u + 2 <= n; u += 2) kernel.template tile<2>(g, u, x8_outputs<2>(c, g, u));
     for (; u < n; ++u) kernel.template tile<1>(g, u, x8_outputs<1>(c, g, u));
   }
+}
+
+// The walk of one call whose tiles may read expanded activations: where Tile expands calls of
+// x.n_tokens and the copy fits kExpandBytes, x's quants are expanded once into this thread's
+// buffer and the walk runs make_kernel(std::true_type{}, copy), else make_kernel(std::false_type{},
+// nullptr).
+template <class Tile, class MakeKernel>
+void x8_walk_expanded(const X8Call& c, const ActivationRows& x, const MakeKernel& make_kernel) {
+  if constexpr (expand_tokens<Tile>() > 0) {
+    const size_t bytes = 8 * x.n_tokens * x.cols;
+    if (x.n_tokens <= expand_tokens<Tile>() && bytes <= kExpandBytes && c.row_begin < c.row_end) {
+      int8_t* expanded = expanded_buffer(bytes);
+      expand_quants(x, expanded);
+      x8_walk(c, make_kernel(std::true_type{}, expanded));
+      return;
+    }
+  }
+  x8_walk(c, make_kernel(std::false_type{}, nullptr));
 }
 
 }  // namespace
