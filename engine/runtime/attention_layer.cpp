@@ -84,7 +84,8 @@ void CpuDenseExecutor::gqa_attention(size_t layer) {
 }
 
 void CpuDenseExecutor::attend(size_t layer, const kernels::AttentionConfig& cfg,
-                              const std::vector<float>& q, std::vector<float>& out) {
+                              const std::vector<float>& q, std::vector<float>& out,
+                              const std::vector<bool>& skip) {
   const std::span<const SequenceInput> batch = seqs_;
   const size_t q_dim = cfg.n_heads * cfg.head_dim;
   const size_t out_dim = cfg.n_heads * (cfg.value_dim != 0 ? cfg.value_dim : cfg.head_dim);
@@ -106,6 +107,7 @@ void CpuDenseExecutor::attend(size_t layer, const kernels::AttentionConfig& cfg,
       const size_t s = i / per_seq;
       const size_t head = (i % per_seq) * chunk;
       const size_t head_end = std::min(n_heads, head + chunk);
+      if (!skip.empty() && skip[s]) continue;
       const SequenceInput& seq = batch[s];
       const size_t ns = seq.tokens.size();
       std::span<const float> qs(q.data() + token_offset_[s] * q_dim, ns * q_dim);
@@ -116,7 +118,9 @@ void CpuDenseExecutor::attend(size_t layer, const kernels::AttentionConfig& cfg,
   // Attention reads every visible cached position once per head: small contexts run on one
   // thread.
   size_t work = 0;
-  for (const SequenceInput& seq : batch) {
+  for (size_t s = 0; s < batch.size(); ++s) {
+    if (!skip.empty() && skip[s]) continue;
+    const SequenceInput& seq = batch[s];
     const size_t context = seq.start_pos + seq.tokens.size();
     work += seq.tokens.size() * (cfg.window != 0 ? std::min(context, cfg.window) : context) * q_dim;
   }

@@ -13,8 +13,13 @@ namespace tandem::runtime {
 using R = model::WeightRole;
 
 CpuDenseExecutor::CpuDenseExecutor(const model::ModelSpec& spec, const PreparedWeights& weights,
-                                   ThreadPool* pool, kernels::MatmulActivations mode)
-    : spec_(spec), weights_(weights), pool_(pool != nullptr ? pool : &inline_pool_), mode_(mode) {}
+                                   ThreadPool* pool, kernels::MatmulActivations mode,
+                                   MlaPrefill mla_prefill)
+    : spec_(spec),
+      weights_(weights),
+      pool_(pool != nullptr ? pool : &inline_pool_),
+      mode_(mode),
+      mla_prefill_(mla_prefill) {}
 
 Status CpuDenseExecutor::begin(const DenseBatch& batch) {
   TANDEM_CHECK_MSG(batch.host.size() == batch.seqs.size(),

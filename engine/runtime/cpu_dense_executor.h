@@ -17,6 +17,28 @@
 
 namespace tandem::runtime {
 
+// How MLA attention computes a sequence's new tokens (CpuDenseExecutor):
+//  kAbsorbed: every query mapped into the latent space (q_nope through k_b) and scored against the
+//             cached latent rows, the latent output mapped back through v_b: the cheapest for
+//             decode, and what llama.cpp computes for every batch.
+//  kExpanded: the cached latent rows of the whole context expanded into each head's keys
+//             [k_b^T c | k_pe] and values v_b c, then ordinary attention over 192 + 128 values
+//             per head and key instead of 576 + 512 (what vLLM and SGLang do for prefill): per
+//             head, the context's expansion costs (nope + v_head) * kv_lora per key, once per
+//             call, and every query-key pair 768 fewer multiply-adds.
+//  kAuto:     per sequence of kMlaExpandedMinTokens new tokens or more, whichever of the two
+//             needs fewer multiply-adds for its tokens and context (the expanded form for a fresh
+//             or long prompt, never for a decode step); shorter ones absorbed.
+// The two are the same arithmetic in exact numbers; in floats they differ by rounding (and by the
+// activation quantization of the matrices they pass through). On the DeepSeek-V3-shaped bench
+// model (16 heads; docs/benchmarks.md) a 2,048-token prompt prefilled 55.3 -> 72.8 tok/s with two
+// threads of a first-generation Zen EPYC.
+enum class MlaPrefill : uint8_t { kAuto, kAbsorbed, kExpanded };
+// kAuto expands no sequence of fewer new tokens than this: from 16 to 64 tokens the two forms
+// prefilled equally fast (the bench model above, within the noise), and the absorbed form is
+// llama.cpp's arithmetic, which the GGUF references were made with.
+inline constexpr size_t kMlaExpandedMinTokens = 128;
+
 // Runs every model Tandem reads (GQA with or without sinks, biases, Q/K norms and sliding windows;
 // MLA), writing and reading K/V through the sequences' own caches (DenseBatch::host: dense,
 // paged or windowed). Every kernel computes each output element on one thread with the same
@@ -28,7 +50,7 @@ namespace tandem::runtime {
 class CpuDenseExecutor final : public DenseExecutor {
  public:
   CpuDenseExecutor(const model::ModelSpec& spec, const PreparedWeights& weights, ThreadPool* pool,
-                   kernels::MatmulActivations mode);
+                   kernels::MatmulActivations mode, MlaPrefill mla_prefill = MlaPrefill::kAuto);
 
   KvPool* mirrored_pool() override { return nullptr; }
   size_t max_batch_tokens() const override { return SIZE_MAX; }
@@ -45,10 +67,19 @@ class CpuDenseExecutor final : public DenseExecutor {
   // GQA (attention_layer.cpp) and MLA (mla_attention_layer.cpp) attention halves.
   void gqa_attention(size_t layer);
   void mla_attention(size_t layer);
+  // Whether MLA computes sequence s of the pass in the expanded form (MlaPrefill).
+  bool mla_expanded(size_t s) const;
+  // The expanded form for sequence s (mla_expanded_attention.cpp): reads the pass's projected
+  // queries (mla_q_: q_nope) and absorbed queries (q_: the rotated q_pe) and the layer's latent
+  // rows in the sequence's cache; writes the sequence's rows of mla_heads_ [n x heads x v_head].
+  void mla_expanded_attention(size_t layer, size_t s);
+  // Each head's k_b transposed to F32 for the layer (made on first use).
+  const std::vector<float>& mla_k_b_t(size_t layer);
   // Causal attention of every sequence's new tokens (q: batch tokens x n_heads x head_dim) into
   // out (batch tokens x n_heads x value dim), threads over (sequence, head) pairs.
+  // Sequences with skip[s] set are left out (skip empty: none).
   void attend(size_t layer, const kernels::AttentionConfig& cfg, const std::vector<float>& q,
-              std::vector<float>& out);
+              std::vector<float>& out, const std::vector<bool>& skip = {});
   // Writes rows [n_tokens x row] of `layer` (values empty for a keys-only cache) into every
   // sequence's cache at its positions.
   void write_kv(size_t layer, const std::vector<float>& keys, const std::vector<float>* values,
@@ -59,7 +90,13 @@ class CpuDenseExecutor final : public DenseExecutor {
   ThreadPool* pool_;
   ThreadPool inline_pool_{1};  // pool_ when the caller gives none
   kernels::MatmulActivations mode_;
+  MlaPrefill mla_prefill_;
   experts::MatmulScratch scratch_;
+  // MLA's expanded form: per layer, each head's k_b transposed to F32 [nope x kv_lora] (made on
+  // the layer's first expanded call: kv_lora * nope * heads floats per layer, 32 MiB for
+  // DeepSeek-V3's), and which sequences of the pass take it.
+  std::vector<std::vector<float>> mla_k_b_t_;
+  std::vector<bool> mla_expanded_;
 
   // The pass: its sequences (host caches), token positions and buffers, reused across passes.
   std::span<const SequenceInput> seqs_;

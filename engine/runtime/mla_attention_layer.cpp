@@ -122,8 +122,23 @@ void CpuDenseExecutor::mla_attention(size_t layer) {
     copy_columns(mla_in_.data(), heads * rope_dim, j * rope_dim, q_abs.data(), heads * row,
                  j * row + lora, rope_dim, n);
   }
-  per_head_matmul(pool, L.k_b, mla_q_.data(), heads * q_head, q_head, q_abs.data(), heads * row,
-                  row, n, mode_);
+  // Which sequences take the expanded form (MlaPrefill); the others' q_nope go through k_b, in
+  // one parallel region per run of consecutive such sequences.
+  mla_expanded_.assign(seqs_.size(), false);
+  for (size_t s = 0; s < seqs_.size(); ++s) mla_expanded_[s] = mla_expanded(s);
+  for (size_t s = 0; s < seqs_.size();) {
+    if (mla_expanded_[s]) {
+      ++s;
+      continue;
+    }
+    const size_t first = token_offset_[s];
+    size_t end = s;
+    while (end < seqs_.size() && !mla_expanded_[end]) ++end;
+    const size_t last = token_offset_[end - 1] + seqs_[end - 1].tokens.size();
+    per_head_matmul(pool, L.k_b, mla_q_.data() + first * heads * q_head, heads * q_head, q_head,
+                    q_abs.data() + first * heads * row, heads * row, row, last - first, mode_);
+    s = end;
+  }
 
   write_kv(layer, k_, nullptr, row);
 
@@ -134,12 +149,25 @@ void CpuDenseExecutor::mla_attention(size_t layer) {
   cfg.value_dim = lora;
   cfg.scale = static_cast<float>(spec_.attn_scale);
   attn_.resize(n * heads * lora);
-  attend(layer, cfg, q_abs, attn_);
+  attend(layer, cfg, q_abs, attn_, mla_expanded_);
 
-  // Each head's latent output back to its value space, then the output projection.
+  // Each head's latent output back to its value space (the absorbed sequences' runs), the
+  // expanded sequences' head outputs directly; then the output projection.
   mla_heads_.resize(n * heads * v_head);
-  per_head_matmul(pool, L.v_b, attn_.data(), heads * lora, lora, mla_heads_.data(), heads * v_head,
-                  v_head, n, mode_);
+  for (size_t s = 0; s < seqs_.size();) {
+    const size_t first = token_offset_[s];
+    size_t end = s;
+    while (end < seqs_.size() && mla_expanded_[end] == mla_expanded_[s]) ++end;
+    const size_t last = token_offset_[end - 1] + seqs_[end - 1].tokens.size();
+    if (mla_expanded_[s]) {
+      for (size_t e = s; e < end; ++e) mla_expanded_attention(layer, e);
+    } else {
+      per_head_matmul(pool, L.v_b, attn_.data() + first * heads * lora, heads * lora, lora,
+                      mla_heads_.data() + first * heads * v_head, heads * v_head, v_head,
+                      last - first, mode_);
+    }
+    s = end;
+  }
   std::span<float> o(tmp_.data(), n * hidden);
   experts::pooled_matmul(pool, L.matrix(R::kAttnO),
                          std::span<const float>(mla_heads_.data(), n * heads * v_head), n, o, mode_,

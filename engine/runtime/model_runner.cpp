@@ -126,8 +126,8 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
                                        options.interleave_experts, multi_node ? &numa : nullptr));
   r->moe_ = std::make_unique<experts::MoeLayer>(
       std::vector<experts::ExpertWorker*>{r->cpu_worker_.get()});
-  r->cpu_dense_ =
-      std::make_unique<CpuDenseExecutor>(r->spec_, r->weights_, r->pool_.get(), r->mode_);
+  r->cpu_dense_ = std::make_unique<CpuDenseExecutor>(r->spec_, r->weights_, r->pool_.get(),
+                                                     r->mode_, options.mla_prefill);
   return r;
 }
 

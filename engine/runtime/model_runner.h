@@ -47,6 +47,9 @@ struct RunnerOptions {
   // over the nodes, and the pages of the interleaved expert copies interleaved over them. One
   // node: nothing. false: neither (config runtime.numa).
   bool numa = true;
+  // How the CPU computes MLA attention (cpu_dense_executor.h): kAuto picks the absorbed or the
+  // expanded form per sequence by their cost; the others force one (tests).
+  MlaPrefill mla_prefill = MlaPrefill::kAuto;
 };
 
 // The forward pass over all tokens of the batch at once, one layer loop for every device:

@@ -12,11 +12,12 @@ namespace {
 // order: a tiny random model's top-two margins are often smaller than the rounding of
 // activations to bfloat16 moves them).
 void check_arch(const std::string& arch, float tolerance, bool quantized_activations = true,
-                const std::string& model_path = "", bool check_greedy = true) {
+                const std::string& model_path = "", bool check_greedy = true,
+                MlaPrefill mla_prefill = MlaPrefill::kAuto) {
   const std::string dir = hf_dir(arch);
   const auto ref = read_json(dir + "reference.json");
-  auto model =
-      load_model(model_path.empty() ? dir : model_path, /*threads=*/2, quantized_activations);
+  auto model = load_model(model_path.empty() ? dir : model_path, /*threads=*/2,
+                          quantized_activations, true, kernels::KvType::kF32, mla_prefill);
   REQUIRE(ref["prompts"].size() == 3);
   float worst = 0.0f;
   for (const auto& p : ref["prompts"]) {
@@ -84,6 +85,9 @@ TEST_CASE(
   // layout): split at load and run as absorbed MLA; transformers decompresses per-head K and V.
   // The same arithmetic up to summation order, so the F32 tolerance.
   check_arch("deepseek_v3", 1e-4f);
+  // The expanded form (MlaPrefill::kExpanded) is transformers' own arithmetic up to summation
+  // order: per-head keys k_b^T c and values v_b c from the cached latent rows.
+  check_arch("deepseek_v3", 1e-4f, true, "", true, MlaPrefill::kExpanded);
 }
 
 TEST_CASE(
@@ -92,6 +96,7 @@ TEST_CASE(
     "[runtime][forward][hf][deepseek2]") {
   // q_lora_rank is null: queries come from one q_proj (kAttnQ) instead of q_a / q_a_norm / q_b.
   check_arch("deepseek_v3_lite", 1e-4f);
+  check_arch("deepseek_v3_lite", 1e-4f, true, "", true, MlaPrefill::kExpanded);
 }
 
 TEST_CASE(

@@ -19,12 +19,15 @@ namespace tandem::runtime::testing {
 // the row's measured difference, our argmax must be the reference token (a difference of d cannot
 // flip a margin above 2d). `free_greedy`: also our own greedy run must equal llama.cpp's.
 // `dir` holds ref-<variant>.json and <model_prefix><variant>.gguf. `kv_type`: the runner's KV
-// cache element type (the references were made with an F32 cache).
+// cache element type (the references were made with an F32 cache). `mla_prefill`: how an MLA
+// model's attention is computed (cpu_dense_executor.h).
 inline void check_llamacpp_reference(const std::string& dir, const std::string& model_prefix,
                                      const std::string& variant, float tolerance, bool free_greedy,
-                                     kernels::KvType kv_type = kernels::KvType::kF32) {
+                                     kernels::KvType kv_type = kernels::KvType::kF32,
+                                     MlaPrefill mla_prefill = MlaPrefill::kAuto) {
   const auto ref = read_json(dir + "ref-" + variant + ".json");
-  auto model = load_model(dir + model_prefix + variant + ".gguf", 2, true, true, kv_type);
+  auto model =
+      load_model(dir + model_prefix + variant + ".gguf", 2, true, true, kv_type, mla_prefill);
   const size_t vocab = model->runner->n_vocab();
   REQUIRE(vocab == ref["n_vocab"].get<size_t>());
   REQUIRE(ref["prompts"].size() == 3);

@@ -49,7 +49,8 @@ struct LoadedModel {
 inline std::unique_ptr<LoadedModel> load_model(const std::string& path, int threads = 2,
                                                bool quantized_activations = true,
                                                bool repack = true,
-                                               kernels::KvType kv_type = kernels::KvType::kF32) {
+                                               kernels::KvType kv_type = kernels::KvType::kF32,
+                                               MlaPrefill mla_prefill = MlaPrefill::kAuto) {
   auto ckpt = model::open_model(path);
   INFO(path << ": " << (ckpt.ok() ? "" : ckpt.status().to_string()));
   REQUIRE(ckpt.ok());
@@ -61,6 +62,7 @@ inline std::unique_ptr<LoadedModel> load_model(const std::string& path, int thre
   options.interleave_experts = repack;
   options.interleave_dense = repack;
   options.kv_type = kv_type;
+  options.mla_prefill = mla_prefill;
   auto runner = ModelRunner::create(*loaded->checkpoint.spec, *loaded->checkpoint.weights, options);
   INFO((runner.ok() ? "" : runner.status().to_string()));
   REQUIRE(runner.ok());

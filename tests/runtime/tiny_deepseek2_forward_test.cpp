@@ -185,6 +185,73 @@ TEST_CASE("DeepSeek-V2's group-limited greedy scores a group by its best expert"
   CHECK(r.weights[0] == Approx(std::exp(2.0f) / z));
 }
 
+TEST_CASE("tiny-deepseek2 in MLA's expanded form matches llama.cpp", "[runtime][deepseek2]") {
+  // MlaPrefill::kExpanded for every sequence: per-head keys k_b^T c and values v_b c expanded from
+  // the cached latent rows, then plain attention. The same arithmetic as llama.cpp's absorbed
+  // form in exact numbers; in floats rounding apart (F32, both layouts: the F32 bound) and, on the
+  // quantized file, the activation quantization of different matrix inputs (v_b meets the latent
+  // rows rather than the attention output; q_nope meets no quantized matrix): the Q8_0 bound.
+  check_llamacpp_reference(deepseek2_dir(), "tiny-deepseek2-", "f32", 1e-4f, true,
+                           kernels::KvType::kF32, MlaPrefill::kExpanded);
+  check_llamacpp_reference(deepseek2_dir(), "tiny-deepseek2-legacy-", "f32", 1e-4f, true,
+                           kernels::KvType::kF32, MlaPrefill::kExpanded);
+  check_llamacpp_reference(deepseek2_dir(), "tiny-deepseek2-", "q8_0", 3e-2f, false,
+                           kernels::KvType::kF32, MlaPrefill::kExpanded);
+}
+
+TEST_CASE("MLA's automatic form: per sequence, and a mixed batch gives each sequence's bits",
+          "[runtime][deepseek2]") {
+  // kAuto expands a fresh prompt of kMlaExpandedMinTokens or more (fewer multiply-adds) and keeps
+  // a decode step absorbed. In one pass with both, each sequence must get the bits it gets alone.
+  const std::string path = deepseek2_dir() + "tiny-deepseek2-f32.gguf";
+  auto autom = load_model(path, 2, true, true, kernels::KvType::kF32, MlaPrefill::kAuto);
+  auto expanded = load_model(path, 2, true, true, kernels::KvType::kF32, MlaPrefill::kExpanded);
+  auto absorbed = load_model(path, 2, true, true, kernels::KvType::kF32, MlaPrefill::kAbsorbed);
+  const size_t vocab = autom->runner->n_vocab();
+  std::vector<int32_t> long_prompt(kMlaExpandedMinTokens + 22);
+  for (size_t i = 0; i < long_prompt.size(); ++i) {
+    long_prompt[i] = static_cast<int32_t>((i * 977 + 13) % vocab);
+  }
+  const std::vector<int32_t> short_prompt{11, 404, 7, 1999, 52, 3};
+
+  // The long prompt: kAuto's bits are the expanded form's, within float rounding of the absorbed.
+  auto cache_auto = autom->runner->new_kv_cache();
+  auto cache_exp = expanded->runner->new_kv_cache();
+  auto cache_abs = absorbed->runner->new_kv_cache();
+  const std::vector<float> auto_logits = prefill_all(*autom->runner, long_prompt, *cache_auto);
+  CHECK(auto_logits == prefill_all(*expanded->runner, long_prompt, *cache_exp));
+  const std::vector<float> abs_logits = prefill_all(*absorbed->runner, long_prompt, *cache_abs);
+  CHECK(max_abs_diff(auto_logits, abs_logits) < 1e-4f);
+  CHECK(max_abs_diff(auto_logits, abs_logits) > 0.0f);  // the two forms did run
+
+  // Alone: a short prompt, then one decode step (absorbed), on fresh caches.
+  auto short_cache = autom->runner->new_kv_cache();
+  prefill_all(*autom->runner, short_prompt, *short_cache);
+  const std::vector<int32_t> step{42};
+  ForwardOutput alone;
+  SequenceInput decode{short_cache.get(), step, short_prompt.size(), LogitsWanted::kLast};
+  REQUIRE(autom->runner->forward({&decode, 1}, alone).ok());
+  const std::vector<float> decode_alone = alone.logits;
+
+  // Together: the same decode step (on a copy of the short prompt's state) beside the long
+  // prompt on a fresh cache.
+  auto short_again = autom->runner->new_kv_cache();
+  prefill_all(*autom->runner, short_prompt, *short_again);
+  auto long_cache = autom->runner->new_kv_cache();
+  SequenceInput both[2] = {
+      {short_again.get(), step, short_prompt.size(), LogitsWanted::kLast},
+      {long_cache.get(), long_prompt, 0, LogitsWanted::kAll},
+  };
+  ForwardOutput together;
+  REQUIRE(autom->runner->forward({both, 2}, together).ok());
+  REQUIRE(together.n_rows[0] == 1);
+  REQUIRE(together.n_rows[1] == long_prompt.size());
+  const std::span<const float> first(together.logits.data(), vocab);
+  CHECK(std::vector<float>(first.begin(), first.end()) == decode_alone);
+  const std::span<const float> second(together.logits.data() + vocab, long_prompt.size() * vocab);
+  CHECK(std::vector<float>(second.begin(), second.end()) == auto_logits);
+}
+
 TEST_CASE("tiny-deepseek2 F32 with an f16 latent KV cache stays close to llama.cpp",
           "[runtime][forward][kv]") {
   // MLA's keys-only cache (the latent row and the RoPE part) in halves; references from an F32
