@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include "engine/experts/routing.h"
+#include "engine/runtime/paged_kv_cache.h"
 #include "kernels/cpu/matmul.h"
 #include "tests/runtime/llamacpp_reference.h"
+#include "tests/runtime/paged_pool.h"
 
 namespace tandem::runtime::testing {
 namespace {
@@ -250,6 +252,22 @@ TEST_CASE("MLA's automatic form: per sequence, and a mixed batch gives each sequ
   CHECK(std::vector<float>(first.begin(), first.end()) == decode_alone);
   const std::span<const float> second(together.logits.data() + vocab, long_prompt.size() * vocab);
   CHECK(std::vector<float>(second.begin(), second.end()) == auto_logits);
+
+  // The long prompt through a paged keys-only cache of 3-position blocks (the scheduler's
+  // storage), after a neighbour took the first block: the expanded form reads the latent rows
+  // through the block table, to the same bits.
+  PagedPool p = make_pool(*autom->runner, 3, long_prompt.size() / 3 + 8, 0, /*keys_only=*/true);
+  PagedKvCache neighbour(*p.pool, *p.allocator, 1, 64);
+  REQUIRE(neighbour.prepare_write(0, 1).ok());
+  PagedKvCache paged(*p.pool, *p.allocator, 2, 256);
+  CHECK(prefill_all(*autom->runner, long_prompt, paged) == auto_logits);
+}
+
+TEST_CASE("tiny-deepseek2's expanded form over an f16 latent cache stays close to llama.cpp",
+          "[runtime][forward][kv]") {
+  // The latent rows read back from halves for the expansion; bound as for the absorbed f16 case.
+  check_llamacpp_reference(deepseek2_dir(), "tiny-deepseek2-", "f32", 1e-3f, true,
+                           kernels::KvType::kF16, MlaPrefill::kExpanded);
 }
 
 TEST_CASE("tiny-deepseek2 F32 with an f16 latent KV cache stays close to llama.cpp",
