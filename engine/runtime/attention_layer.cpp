@@ -95,11 +95,17 @@ void CpuDenseExecutor::attend(size_t layer, const kernels::AttentionConfig& cfg,
     kvs[s] = batch[s].cache->blocks(layer, batch[s].start_pos + batch[s].tokens.size());
   }
   // Work items are (sequence, range of heads): heads of one range that share a kv head read each
-  // cached row once. About two items per thread, so that uneven sequences still balance.
+  // cached row once. About two items per thread, so that uneven sequences still balance; one per
+  // thread for a lone sequence, whose items are all alike: each item reads (f16: converts) every
+  // cached row of its kv heads, which MLA's one latent head shares with all heads. Decode after a
+  // 2,048-token prompt, 2 threads of a first-generation Zen EPYC: DeepSeek-shaped 22.5-23.5 ->
+  // 25.6-26.1 tok/s, Qwen3-MoE-shaped (32 heads over 4 kv heads) 33.9-34.1 -> 36.0-36.5.
   const size_t n_heads = cfg.n_heads;
   const size_t threads = pool->n_threads();
-  const size_t chunk =
-      std::clamp<size_t>((n_heads * batch.size() + 2 * threads - 1) / (2 * threads), 1, n_heads);
+  const size_t items_per_thread = batch.size() == 1 ? 1 : 2;
+  const size_t chunk = std::clamp<size_t>(
+      (n_heads * batch.size() + items_per_thread * threads - 1) / (items_per_thread * threads), 1,
+      n_heads);
   const size_t per_seq = (n_heads + chunk - 1) / chunk;
   const size_t n_items = batch.size() * per_seq;
   auto run = [&](size_t i0, size_t i1) {
