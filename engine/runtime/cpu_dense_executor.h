@@ -38,6 +38,9 @@ enum class MlaPrefill : uint8_t { kAuto, kAbsorbed, kExpanded };
 // prefilled equally fast (the bench model above, within the noise), and the absorbed form is
 // llama.cpp's arithmetic, which the GGUF references were made with.
 inline constexpr size_t kMlaExpandedMinTokens = 128;
+// Nor one whose expansion would hold more than this at once (mla_expanded_bytes): about 160,000
+// positions of DeepSeek-V3's shape with 2 threads, 10,000 with 64; longer contexts stay absorbed.
+inline constexpr size_t kMlaExpandedMaxBytes = size_t{1} << 30;
 
 // Runs every model Tandem reads (GQA with or without sinks, biases, Q/K norms and sliding windows;
 // MLA), writing and reading K/V through the sequences' own caches (DenseBatch::host: dense,
@@ -73,6 +76,8 @@ class CpuDenseExecutor final : public DenseExecutor {
   // queries (mla_q_: q_nope) and absorbed queries (q_: the rotated q_pe) and the layer's latent
   // rows in the sequence's cache; writes the sequence's rows of mla_heads_ [n x heads x v_head].
   void mla_expanded_attention(size_t layer, size_t s);
+  // Bytes the expanded form holds at once for a context of n_ctx positions.
+  size_t mla_expanded_bytes(size_t n_ctx) const;
   // Each head's k_b transposed to F32 for the layer (made on first use).
   const std::vector<float>& mla_k_b_t(size_t layer);
   // Causal attention of every sequence's new tokens (q: batch tokens x n_heads x head_dim) into

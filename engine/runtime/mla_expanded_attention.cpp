@@ -48,7 +48,17 @@ bool CpuDenseExecutor::mla_expanded(size_t s) const {
   const double absorbed = pairs * static_cast<double>(m.cache_row() + m.kv_lora_rank) + n * per_map;
   const double expanded =
       pairs * static_cast<double>(m.q_head_dim() + m.v_head_dim) + (start + n) * per_map;
-  return n >= static_cast<double>(kMlaExpandedMinTokens) && expanded < absorbed;
+  return n >= static_cast<double>(kMlaExpandedMinTokens) && expanded < absorbed &&
+         mla_expanded_bytes(seq.start_pos + seq.tokens.size()) <= kMlaExpandedMaxBytes;
+}
+
+size_t CpuDenseExecutor::mla_expanded_bytes(size_t n_ctx) const {
+  const model::MlaSpec& m = spec_.mla;
+  const size_t width = std::max(m.q_head_dim(), m.v_head_dim);
+  const size_t busy = std::min<size_t>(pool_->n_threads(), spec_.n_heads);
+  // The latent rows (float and quantized, at most 4 + 2 bytes per element), the rope parts, and
+  // per busy thread one head's keys and values.
+  return n_ctx * (m.kv_lora_rank * 6 + m.qk_rope_dim * 4 + busy * 2 * width * sizeof(float));
 }
 
 const std::vector<float>& CpuDenseExecutor::mla_k_b_t(size_t layer) {
@@ -110,10 +120,10 @@ void CpuDenseExecutor::mla_expanded_attention(size_t layer, size_t s) {
   cfg.value_dim = v_head;
   cfg.scale = static_cast<float>(spec_.attn_scale);
   const size_t t0 = token_offset_[s];
-  // One head per work item: its keys and values over the context, its queries, its attention.
+  // One head per work item: its keys and values over the context (mla_expanded_bytes), its
+  // queries, its attention.
   auto run = [&](size_t j0, size_t j1) {
-    std::vector<float> k_nope(n_ctx * nope), values(n_ctx * v_head);
-    std::vector<float> keys(n_ctx * width, 0.0f), padded_values(n_ctx * width);
+    std::vector<float> keys(n_ctx * width, 0.0f), values(n_ctx * width, 0.0f);
     std::vector<float> q(ns * width, 0.0f), o(ns * v_head);
     for (size_t j = j0; j < j1; ++j) {
       kernels::WeightMatrix kbt;
@@ -122,12 +132,10 @@ void CpuDenseExecutor::mla_expanded_attention(size_t layer, size_t s) {
       kbt.rows = nope;
       kbt.cols = lora;
       kbt.row_bytes = lora * sizeof(float);
-      kernels::matmul_rows(kbt, lat_f, k_nope.data(), nope, 0, nope);
-      kernels::matmul_rows(L.v_b[j], lat_v, values.data(), v_head, 0, v_head);
+      kernels::matmul_rows(kbt, lat_f, keys.data(), width, 0, nope);
+      kernels::matmul_rows(L.v_b[j], lat_v, values.data(), width, 0, v_head);
       for (size_t p = 0; p < n_ctx; ++p) {
-        std::copy_n(k_nope.data() + p * nope, nope, keys.data() + p * width);
         std::copy_n(pe.data() + p * rope, rope, keys.data() + p * width + nope);
-        std::copy_n(values.data() + p * v_head, v_head, padded_values.data() + p * width);
       }
       // Query i: q_nope as projected (mla_q_), q_pe as rotated into the absorbed queries (q_).
       for (size_t i = 0; i < ns; ++i) {
@@ -135,7 +143,7 @@ void CpuDenseExecutor::mla_expanded_attention(size_t layer, size_t s) {
         std::copy_n(mla_q_.data() + (t * heads + j) * q_head, nope, q.data() + i * width);
         std::copy_n(q_.data() + (t * heads + j) * row + lora, rope, q.data() + i * width + nope);
       }
-      kernels::attention(q, ns, seq.start_pos, keys, padded_values, cfg, o);
+      kernels::attention(q, ns, seq.start_pos, keys, values, cfg, o);
       for (size_t i = 0; i < ns; ++i) {
         std::copy_n(o.data() + i * v_head, v_head,
                     mla_heads_.data() + ((t0 + i) * heads + j) * v_head);
