@@ -37,6 +37,10 @@ Status CpuDenseExecutor::begin(const DenseBatch& batch) {
   attn_.resize(n_ * spec_.q_dim());
   k_.resize(n_ * spec_.kv_dim());
   v_.resize(n_ * spec_.kv_dim());
+  mla_expanded_.assign(seqs_.size(), false);
+  if (spec_.attention == model::AttentionKind::kMla) {
+    for (size_t s = 0; s < seqs_.size(); ++s) mla_expanded_[s] = mla_expanded(s);
+  }
   return Status();
 }
 

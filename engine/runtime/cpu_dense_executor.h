@@ -70,8 +70,13 @@ class CpuDenseExecutor final : public DenseExecutor {
   // GQA (attention_layer.cpp) and MLA (mla_attention_layer.cpp) attention halves.
   void gqa_attention(size_t layer);
   void mla_attention(size_t layer);
-  // Whether MLA computes sequence s of the pass in the expanded form (MlaPrefill).
+  // Whether MLA computes sequence s of the pass in the expanded form (MlaPrefill); begin() keeps
+  // the answers in mla_expanded_.
   bool mla_expanded(size_t s) const;
+  // fn(expanded, s0, s1, first_token, end_token) for each run [s0, s1) of consecutive sequences
+  // of the same form, covering batch tokens [first_token, end_token).
+  template <typename Fn>
+  void for_each_mla_run(const Fn& fn) const;
   // The expanded form for sequence s (mla_expanded_attention.cpp): reads the pass's projected
   // queries (mla_q_: q_nope) and absorbed queries (q_: the rotated q_pe) and the layer's latent
   // rows in the sequence's cache; writes the sequence's rows of mla_heads_ [n x heads x v_head].
@@ -99,7 +104,7 @@ class CpuDenseExecutor final : public DenseExecutor {
   experts::MatmulScratch scratch_;
   // MLA's expanded form: per layer, each head's k_b transposed to F32 [nope x kv_lora] (made on
   // the layer's first expanded call: kv_lora * nope * heads floats per layer, 32 MiB for
-  // DeepSeek-V3's), and which sequences of the pass take it.
+  // DeepSeek-V3's), and which sequences of the pass take it (set by begin()).
   std::vector<std::vector<float>> mla_k_b_t_;
   std::vector<bool> mla_expanded_;
 

@@ -63,6 +63,17 @@ void per_head_matmul(ThreadPool* pool, std::span<const kernels::WeightMatrix> w,
 
 }  // namespace
 
+template <typename Fn>
+void CpuDenseExecutor::for_each_mla_run(const Fn& fn) const {
+  for (size_t s0 = 0; s0 < seqs_.size();) {
+    size_t s1 = s0 + 1;
+    while (s1 < seqs_.size() && mla_expanded_[s1] == mla_expanded_[s0]) ++s1;
+    fn(static_cast<bool>(mla_expanded_[s0]), s0, s1, token_offset_[s0],
+       token_offset_[s1 - 1] + seqs_[s1 - 1].tokens.size());
+    s0 = s1;
+  }
+}
+
 void CpuDenseExecutor::mla_attention(size_t layer) {
   const PreparedLayer& L = weights_.layers[layer];
   const model::MlaSpec& m = spec_.mla;
@@ -122,23 +133,13 @@ void CpuDenseExecutor::mla_attention(size_t layer) {
     copy_columns(mla_in_.data(), heads * rope_dim, j * rope_dim, q_abs.data(), heads * row,
                  j * row + lora, rope_dim, n);
   }
-  // Which sequences take the expanded form (MlaPrefill); the others' q_nope go through k_b, in
-  // one parallel region per run of consecutive such sequences.
-  mla_expanded_.assign(seqs_.size(), false);
-  for (size_t s = 0; s < seqs_.size(); ++s) mla_expanded_[s] = mla_expanded(s);
-  for (size_t s = 0; s < seqs_.size();) {
-    if (mla_expanded_[s]) {
-      ++s;
-      continue;
-    }
-    const size_t first = token_offset_[s];
-    size_t end = s;
-    while (end < seqs_.size() && !mla_expanded_[end]) ++end;
-    const size_t last = token_offset_[end - 1] + seqs_[end - 1].tokens.size();
+  // The absorbed sequences' q_nope through k_b, one parallel region per run of them (the
+  // expanded ones, chosen in begin(), read q_nope as projected).
+  for_each_mla_run([&](bool expanded, size_t, size_t, size_t first, size_t last) {
+    if (expanded) return;
     per_head_matmul(pool, L.k_b, mla_q_.data() + first * heads * q_head, heads * q_head, q_head,
                     q_abs.data() + first * heads * row, heads * row, row, last - first, mode_);
-    s = end;
-  }
+  });
 
   write_kv(layer, k_, nullptr, row);
 
@@ -154,20 +155,15 @@ void CpuDenseExecutor::mla_attention(size_t layer) {
   // Each head's latent output back to its value space (the absorbed sequences' runs), the
   // expanded sequences' head outputs directly; then the output projection.
   mla_heads_.resize(n * heads * v_head);
-  for (size_t s = 0; s < seqs_.size();) {
-    const size_t first = token_offset_[s];
-    size_t end = s;
-    while (end < seqs_.size() && mla_expanded_[end] == mla_expanded_[s]) ++end;
-    const size_t last = token_offset_[end - 1] + seqs_[end - 1].tokens.size();
-    if (mla_expanded_[s]) {
-      for (size_t e = s; e < end; ++e) mla_expanded_attention(layer, e);
+  for_each_mla_run([&](bool expanded, size_t s0, size_t s1, size_t first, size_t last) {
+    if (expanded) {
+      for (size_t s = s0; s < s1; ++s) mla_expanded_attention(layer, s);
     } else {
       per_head_matmul(pool, L.v_b, attn_.data() + first * heads * lora, heads * lora, lora,
                       mla_heads_.data() + first * heads * v_head, heads * v_head, v_head,
                       last - first, mode_);
     }
-    s = end;
-  }
+  });
   std::span<float> o(tmp_.data(), n * hidden);
   experts::pooled_matmul(pool, L.matrix(R::kAttnO),
                          std::span<const float>(mla_heads_.data(), n * heads * v_head), n, o, mode_,
