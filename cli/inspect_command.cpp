@@ -106,6 +106,7 @@ json to_json(const Checkpoint& c, const CheckpointSizes& sz) {
   json j;
   j["path"] = c.path;
   j["format"] = model::checkpoint_format_name(c.format);
+  j["files"] = c.files.size();
   const ModelSpec* s = c.spec ? &*c.spec : nullptr;
   j["architecture"] = s ? json(model::architecture_name(s->architecture)) : json("unknown");
   j["supported"] = s != nullptr;
@@ -165,8 +166,9 @@ void append_line(std::string& out, const std::string& line) {
 
 std::string to_text(const Checkpoint& c, const CheckpointSizes& sz) {
   std::string o;
-  append_line(o, "file:          " + c.path + " (" +
-                     std::string(model::checkpoint_format_name(c.format)) + ")");
+  append_line(
+      o, "file:          " + c.path + " (" + std::string(model::checkpoint_format_name(c.format)) +
+             (c.files.size() > 1 ? ", " + std::to_string(c.files.size()) + " files" : "") + ")");
   if (!c.spec) {
     append_line(o,
                 "architecture:  unknown (" +

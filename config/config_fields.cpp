@@ -100,7 +100,7 @@ const FieldDescriptor kFields[] = {
      .ref = &member_ref<&Config::model, &ModelConfig::path>},
     {.section = "model", .name = "served_name",
      .doc = "The model id clients ask for. Empty = derived from path (file or directory name "
-            "without extension).",
+            "without extension; a split GGUF's without its -00001-of-0000N).",
      .ref = &member_ref<&Config::model, &ModelConfig::served_name>},
     {.section = "model", .name = "tokenizer_dir",
      .doc = "Directory with tokenizer.json, tokenizer_config.json (chat template), config.json "

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "engine/model/gguf_split.h"
 #include "server/exit_codes.h"
 
 namespace tandem::server {
@@ -86,8 +87,11 @@ ServedModelInfo served_model_info(const config::Config& config, const engine::En
   } else {
     fs::path p = fs::path(config.model.path).lexically_normal();
     if (p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
-    info.served_model_name =
-        is_directory(config.model.path) ? p.filename().string() : p.stem().string();
+    // A split GGUF is named without its shard ending (DeepSeek-V3-Q4_K_M-00001-of-00009.gguf
+    // serves as DeepSeek-V3-Q4_K_M).
+    info.served_model_name = is_directory(config.model.path)
+                                 ? p.filename().string()
+                                 : model::strip_gguf_shard_suffix(p.stem().string());
   }
   info.tokenizer_path = facts.tokenizer_path;
   info.model_type = facts.model_type;

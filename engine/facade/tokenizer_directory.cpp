@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/gguf_file.h"
+#include "engine/model/gguf_split.h"
 #include "engine/tokenizer/tokenizer_export.h"
 
 namespace tandem::engine {
@@ -60,7 +61,8 @@ Result<std::string> tokenizer_directory(const EngineOptions& options, OwnedDirec
   std::string target = configured;
   if (target.empty()) {
     const std::string prefix =
-        "tandemd-tokenizer-" + fs::path(options.model_path).stem().string() + "-";
+        "tandemd-tokenizer-" +
+        model::strip_gguf_shard_suffix(fs::path(options.model_path).stem().string()) + "-";
     Result<std::string> made = create_fresh_directory(options.tokenizer_export_parent, prefix);
     if (!made.ok()) {
       return Status(made.status().code(),

@@ -11,6 +11,7 @@
 #include "engine/model/architecture_spec.h"
 #include "engine/model/fp8_block_weights.h"
 #include "engine/model/gguf_file.h"
+#include "engine/model/gguf_split.h"
 #include "engine/model/safetensors_checkpoint.h"
 
 namespace tandem::model {
@@ -79,7 +80,7 @@ Status finish_model(Checkpoint& c, Result<ModelSpec> spec, TensorNaming naming) 
 }
 
 Result<Checkpoint> open_gguf(const std::string& path) {
-  TANDEM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
+  TANDEM_ASSIGN_OR_RETURN(GgufFile file, open_gguf_model(path));
   auto owner = std::make_shared<GgufFile>(std::move(file));
   Checkpoint c;
   c.path = path;
@@ -87,12 +88,12 @@ Result<Checkpoint> open_gguf(const std::string& path) {
   for (const GgufKeyValue& kv : owner->metadata()) {
     c.metadata.emplace_back(std::string(kv.key), kv.value.debug_string());
   }
-  c.tensors = owner->tensors();  // copies of the infos; data still views owner's mapping
+  c.tensors = owner->tensors();  // copies of the infos; data still views owner's mappings
   if (Result<std::string_view> a = owner->get_string("general.architecture"); a.ok()) {
     c.architecture_name = std::string(*a);
   }
   c.owner = owner;
-  if (owner->mapping() != nullptr) c.files.push_back(owner->mapping());
+  c.files = owner->mappings();  // one per shard of a split model
   if (c.tensors.empty()) {
     c.not_runnable_reason = "no tensors (a vocabulary-only file)";
     return c;

@@ -43,6 +43,30 @@ const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
+std::vector<const MappedFile*> GgufFile::mappings() const {
+  std::vector<const MappedFile*> out;
+  if (mapping() != nullptr) out.push_back(mapping());
+  for (const GgufFile& shard : shards_) {
+    if (shard.mapping() != nullptr) out.push_back(shard.mapping());
+  }
+  return out;
+}
+
+Status GgufFile::adopt_shard(GgufFile shard) {
+  for (const auto& [name, index] : shard.tensor_index_) {
+    if (const auto it = tensor_index_.find(name); it != tensor_index_.end()) {
+      return invalid_argument_error(shard.name_ + ": tensor '" + std::string(name) +
+                                    "' is also in " + tensors_[it->second].file +
+                                    ": the shards of a split model hold each tensor once");
+    }
+  }
+  const size_t first = tensors_.size();
+  tensors_.insert(tensors_.end(), shard.tensors_.begin(), shard.tensors_.end());
+  for (const auto& [name, index] : shard.tensor_index_) tensor_index_.emplace(name, first + index);
+  shards_.push_back(std::move(shard));  // the name views stay valid: they view its bytes
+  return Status();
+}
+
 Status GgufFile::key_error(const GgufKeyValue& kv, const Status& status) const {
   return Status(status.code(), name_ + ": offset " + std::to_string(kv.offset) + ": key '" +
                                    std::string(kv.key) + "' " + status.message());

@@ -199,13 +199,24 @@ class GgufFile {
   Result<bool> get_bool_or(std::string_view key, bool fallback) const;
   Result<std::string_view> get_string_or(std::string_view key, std::string_view fallback) const;
 
-  // Tensors in file order; `data` spans view the bytes (see lifetime above).
+  // Tensors in file order; `data` spans view the bytes (see lifetime above). For a model split
+  // over several files (open_gguf_model, gguf_split.h): this file's, then each later shard's.
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;  // null when absent
+
+  // The later shards of a split model, in order (empty for a whole file); this file, the first
+  // shard, holds the model's metadata. Their tensors are part of tensors() and find_tensor().
+  const std::vector<GgufFile>& shards() const { return shards_; }
+  // The mappings of this file and its shards, in order (empty for parse()).
+  std::vector<const MappedFile*> mappings() const;
 
  private:
   GgufFile() = default;
   friend class GgufParser;
+  friend Result<GgufFile> open_gguf_model(const std::string& path, const GgufLimits& limits);
+  // Appends `shard`'s tensors after the ones held so far; INVALID_ARGUMENT naming both files when
+  // one of its tensor names is already taken.
+  Status adopt_shard(GgufFile shard);
   const GgufKeyValue* find_entry(std::string_view key) const;
   Status key_error(const GgufKeyValue& kv, const Status& status) const;
 
@@ -218,7 +229,9 @@ class GgufFile {
   std::vector<GgufKeyValue> metadata_;
   std::unordered_map<std::string_view, size_t> key_index_;
   std::vector<TensorInfo> tensors_;
+  // Keys view the names in the bytes of the file (or shard) that holds each tensor.
   std::unordered_map<std::string_view, size_t> tensor_index_;
+  std::vector<GgufFile> shards_;
 };
 
 }  // namespace tandem::model

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/model/gguf_split.h"
+
 namespace tandem::tokenizer {
 
 namespace {
@@ -24,6 +26,8 @@ Result<std::optional<int32_t>> read_token_id(const model::GgufFile& file, std::s
 }  // namespace
 
 Result<Vocab> Vocab::from_gguf(const model::GgufFile& file) {
+  // A later shard of a split model carries no tokenizer: name the shard to open instead.
+  TANDEM_RETURN_IF_ERROR(model::check_not_later_gguf_shard(file));
   Vocab vocab;
   TANDEM_ASSIGN_OR_RETURN(std::string_view model_name, file.get_string("tokenizer.ggml.model"));
   vocab.model_name = std::string(model_name);

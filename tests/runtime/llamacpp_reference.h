@@ -20,14 +20,16 @@ namespace tandem::runtime::testing {
 // flip a margin above 2d). `free_greedy`: also our own greedy run must equal llama.cpp's.
 // `dir` holds ref-<variant>.json and <model_prefix><variant>.gguf. `kv_type`: the runner's KV
 // cache element type (the references were made with an F32 cache). `mla_prefill`: how an MLA
-// model's attention is computed (cpu_dense_executor.h).
+// model's attention is computed (cpu_dense_executor.h). `model_path`, when given, is read instead
+// of <model_prefix><variant>.gguf (the same model written otherwise, e.g. in shards).
 inline void check_llamacpp_reference(const std::string& dir, const std::string& model_prefix,
                                      const std::string& variant, float tolerance, bool free_greedy,
                                      kernels::KvType kv_type = kernels::KvType::kF32,
-                                     MlaPrefill mla_prefill = MlaPrefill::kAuto) {
+                                     MlaPrefill mla_prefill = MlaPrefill::kAuto,
+                                     const std::string& model_path = "") {
   const auto ref = read_json(dir + "ref-" + variant + ".json");
-  auto model =
-      load_model(dir + model_prefix + variant + ".gguf", 2, true, true, kv_type, mla_prefill);
+  auto model = load_model(model_path.empty() ? dir + model_prefix + variant + ".gguf" : model_path,
+                          2, true, true, kv_type, mla_prefill);
   const size_t vocab = model->runner->n_vocab();
   REQUIRE(vocab == ref["n_vocab"].get<size_t>());
   REQUIRE(ref["prompts"].size() == 3);

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "engine/model/gguf_split.h"
 #include "server/exit_codes.h"
 
 namespace tandem::server {
@@ -96,6 +97,32 @@ TEST_CASE("served_model_info names the model as clients see it", "[server]") {
   CHECK(info.eos_token_ids == (*engine)->facts().eos_token_ids);
   c.model.served_name = "bible";
   CHECK(served_model_info(c, **engine).served_model_name == "bible");
+}
+
+TEST_CASE("a split GGUF starts from its first shard and serves under the model's name",
+          "[server][split]") {
+  config::Config c;
+  c.model.path = std::string(TANDEM_SOURCE_DIR) +
+                 "/tests/fixtures/gguf/split/tiny-moe-q8_0-00001-of-00003.gguf";
+  c.runtime.threads = 1;
+  c.runtime.dense_device = config::DenseDevice::kCpu;
+  c.model.tokenizer_dir.clear();
+  const Result<std::unique_ptr<engine::Engine>> engine = engine::Engine::create(engine_options(c));
+  REQUIRE(engine.ok());
+  CHECK(served_model_info(c, **engine).served_model_name == "tiny-moe-q8_0");
+  CHECK(model::strip_gguf_shard_suffix("DeepSeek-V3-Q4_K_M-00001-of-00009") ==
+        "DeepSeek-V3-Q4_K_M");
+  CHECK(model::strip_gguf_shard_suffix("m-1-of-2") == "m-1-of-2");  // not a shard's ending
+  CHECK(model::strip_gguf_shard_suffix("00001-of-00009") == "00001-of-00009");
+  // A later shard is a bad model, named as such, and the first shard is named in the error.
+  c.model.path = std::string(TANDEM_SOURCE_DIR) +
+                 "/tests/fixtures/gguf/split/tiny-moe-q8_0-00003-of-00003.gguf";
+  engine::EngineStage stage = engine::EngineStage::kDevices;
+  const Result<std::unique_ptr<engine::Engine>> later =
+      engine::Engine::create(engine_options(c), &stage);
+  REQUIRE_FALSE(later.ok());
+  CHECK(engine_exit_code(later.status(), stage) == kExitBadModel);
+  CHECK_THAT(later.status().message(), Catch::Contains("tiny-moe-q8_0-00001-of-00003.gguf"));
 }
 
 TEST_CASE("engine_exit_code: device failures may pass, model failures are permanent", "[server]") {
