@@ -29,7 +29,10 @@ void log_model(const model::Checkpoint& checkpoint) {
                checkpoint.path, model::architecture_name(spec.architecture), spec.n_layers,
                spec.n_experts, spec.n_experts_used, spec.hidden_size, spec.vocab_size,
                spec.context_length);
-  spdlog::info("model: {} in all: experts {}, dense {}, embeddings {}", mib(sizes.total),
+  spdlog::info("model: {} in all{}: experts {}, dense {}, embeddings {}", mib(sizes.total),
+               checkpoint.files.size() > 1
+                   ? " over " + std::to_string(checkpoint.files.size()) + " files"
+                   : std::string(),
                mib(sizes.experts), mib(sizes.dense), mib(sizes.embeddings));
 }
 

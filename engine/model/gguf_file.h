@@ -1,4 +1,5 @@
-// GgufFile: a validated, read-only view of a GGUF v2/v3 checkpoint (metadata + tensor infos).
+// GgufFile: a validated, read-only view of a GGUF v2/v3 checkpoint (metadata + tensor infos); for
+// a split model (gguf_split.h), of its first shard with the later shards' tensors adopted.
 #pragma once
 
 #include <cstdint>
