@@ -14,6 +14,7 @@
 #include "engine/placement/expert_sizes.h"
 #include "engine/runtime/dense_device_plan.h"
 #include "engine/runtime/model_runner.h"
+#include "engine/runtime/windowed_kv_cache.h"
 
 namespace tandem::engine {
 namespace {
@@ -130,9 +131,11 @@ Result<placement::GpuMemoryDemand> gpu_fixed_demand(const EngineOptions& options
   }
   if (probe.dense_on_gpu) {
     // The scheduler's pool geometry for kv_cache_bytes (16-position blocks; whole blocks of the
-    // budget), before the scheduler exists.
+    // budget; the full-attention layers only, as the pool holds them), before the scheduler
+    // exists. Sliding-window rings come out of the same budget, so the pool may get a few blocks
+    // fewer: the estimate errs on the large side. The mirror holds every layer for those blocks.
     runtime::KvGeometry kv;
-    kv.n_layers = spec.n_layers;
+    kv.n_layers = runtime::KvLayerLayout::of(spec).n_full;
     kv.kv_dim = spec.kv_dim();
     kv.block_tokens = kKvBlockTokens;
     const uint64_t block_bytes =

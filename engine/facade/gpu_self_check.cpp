@@ -18,11 +18,13 @@ Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPo
   if (pool == nullptr) {
     cache = runner.new_kv_cache(kProbeTokens);
   } else {
-    // The probe takes the first blocks of the (not yet used) pool.
+    // The probe takes the first blocks of the (not yet used) pool, wrapped as the scheduler wraps
+    // its caches (a model with sliding-window layers: the pool holds the full layers only).
     TANDEM_ASSIGN_OR_RETURN(runtime::KvBlockAllocator a, runtime::make_allocator_for(*pool));
     allocator = std::make_unique<runtime::KvBlockAllocator>(std::move(a));
-    cache =
-        std::make_unique<runtime::PagedKvCache>(*pool, *allocator, runtime::SeqId{1}, kProbeTokens);
+    cache = runner.wrap_kv_cache(
+        std::make_unique<runtime::PagedKvCache>(*pool, *allocator, runtime::SeqId{1}, kProbeTokens),
+        kProbeTokens);
   }
   runtime::ForwardOutput out;
   const runtime::SequenceInput seq{cache.get(), ids, 0, runtime::LogitsWanted::kAll};

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include "engine/runtime/model_runner.h"
 #include "engine/runtime/scheduler.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/cuda_weight_types.h"
@@ -291,11 +292,7 @@ Status CudaDenseExecutor::attention(size_t layer) {
     TANDEM_RETURN_IF_ERROR(
         kc::rms_norm_enqueue(k, d.vec(L.vector(R::kAttnKNorm)), eps, n, kv_dim, k, st));
   }
-  kc::DeviceRope rope;
-  rope.neox = spec_.rope.type == model::RopeType::kNeox;
-  rope.head_dim = hd;
-  rope.rot_dims = spec_.rope.n_dims != 0 ? spec_.rope.n_dims : hd;
-  rope.freq_base = static_cast<float>(spec_.rope.theta);
+  const kc::DeviceRope rope = kc::device_rope(rope_config(spec_, layer));
   const int32_t* positions = d.i(d.s.positions);
   TANDEM_RETURN_IF_ERROR(kc::rope_enqueue(q, n, spec_.n_heads, positions, rope, st));
   TANDEM_RETURN_IF_ERROR(kc::rope_enqueue(k, n, spec_.n_kv_heads, positions, rope, st));
@@ -318,10 +315,15 @@ Status CudaDenseExecutor::attention(size_t layer) {
   shape.n_kv_heads = spec_.n_kv_heads;
   shape.head_dim = hd;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  shape.window = static_cast<size_t>(spec_.attention_window(layer));
+  if (L.vector(R::kAttnSinks).present()) shape.sinks = d.vec(L.vector(R::kAttnSinks));
   float* attn = d.f(d.s.attn);
   TANDEM_RETURN_IF_ERROR(kc::attention_enqueue(q, kv, batch, shape, attn, st));
   float* o = d.f(d.s.tmp);
   TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kAttnO)), attn, n, o, st));
+  if (L.vector(R::kAttnOBias).present()) {
+    TANDEM_RETURN_IF_ERROR(kc::add_row_enqueue(o, d.vec(L.vector(R::kAttnOBias)), n, hidden, st));
+  }
   return kc::add_enqueue(x, o, n * hidden, x, st);
 }
 
@@ -376,6 +378,10 @@ Status CudaDenseExecutor::moe_input(size_t layer, std::span<float> h_out,
                                               static_cast<float>(spec_.rms_norm_eps), n, hidden, h,
                                               d.stream));
   TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kRouter)), h, n, router, d.stream));
+  if (L.vector(R::kRouterBias).present()) {
+    TANDEM_RETURN_IF_ERROR(
+        kc::add_row_enqueue(router, d.vec(L.vector(R::kRouterBias)), n, n_experts, d.stream));
+  }
   float* pin_h = d.pf(d.s.pin_act);
   float* pin_r = d.pf(d.s.pin_router);
   const auto d2h = cudaMemcpyDeviceToHost;
@@ -481,7 +487,7 @@ Status CudaDenseExecutor::copy_block(BlockId src, BlockId dst) {
   }
   TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device), "cudaSetDevice");
   const size_t block = pool_->block_tokens() * pool_->kv_dim();
-  for (size_t l = 0; l < 2 * pool_->n_layers(); ++l) {  // K and V of every layer
+  for (size_t l = 0; l < 2 * spec_.n_layers; ++l) {  // K and V of every layer of the mirror
     float* base = d.kv + l * d.kv_layer_floats;
     TANDEM_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(base + static_cast<size_t>(dst) * block,

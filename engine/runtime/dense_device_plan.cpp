@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/runtime/windowed_kv_cache.h"
+
 namespace tandem::runtime {
 namespace {
 
@@ -68,11 +70,16 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
   if (kv.n_layers == 0 || kv.kv_dim == 0 || kv.block_tokens == 0 || kv.n_blocks == 0) {
     return invalid_argument_error("KV geometry dimensions must be positive");
   }
-  if (kv.n_layers != spec.n_layers || kv.kv_dim != spec.kv_dim()) {
-    return invalid_argument_error("KV geometry (" + std::to_string(kv.n_layers) +
-                                  " layers, kv_dim " + std::to_string(kv.kv_dim) +
-                                  ") does not match the model (" + std::to_string(spec.n_layers) +
-                                  ", " + std::to_string(spec.kv_dim()) + ")");
+  // The pool holds every layer, or (a scheduler's pool for a model with sliding-window layers)
+  // the full-attention layers only; the mirror holds every layer either way.
+  const size_t n_full = KvLayerLayout::of(spec).n_full;
+  if ((kv.n_layers != spec.n_layers && kv.n_layers != n_full) || kv.kv_dim != spec.kv_dim()) {
+    return invalid_argument_error(
+        "KV geometry (" + std::to_string(kv.n_layers) + " layers, kv_dim " +
+        std::to_string(kv.kv_dim) + ") does not match the model (" + std::to_string(spec.n_layers) +
+        (n_full != spec.n_layers ? " or its " + std::to_string(n_full) + " full layers"
+                                 : std::string()) +
+        ", " + std::to_string(spec.kv_dim()) + ")");
   }
   if (weights.layers.size() != spec.n_layers) {
     return invalid_argument_error("weights hold another number of layers than the spec");
@@ -105,10 +112,12 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
 
   // Exact: one allocation of 2 * layers * blocks * block_tokens * kv_dim floats (no padding, so
   // not Bump::take, which would round the row count up to kDeviceAlign before the kv_dim factor).
+  // Every model layer: a sliding-window layer keeps every position on the device too, addressed by
+  // the full layers' block ids (its attention reads only the window).
   Bump kvb;
   uint64_t kv_rows = 0;
   uint64_t kv_bytes = 0;
-  if (__builtin_mul_overflow(uint64_t{2} * kv.n_layers, kv.n_blocks, &kv_rows) ||
+  if (__builtin_mul_overflow(uint64_t{2} * spec.n_layers, kv.n_blocks, &kv_rows) ||
       __builtin_mul_overflow(kv_rows, kv.block_tokens, &kv_rows) ||
       __builtin_mul_overflow(kv_rows, kv.kv_dim * sizeof(float), &kv_bytes)) {
     kvb.ok = false;

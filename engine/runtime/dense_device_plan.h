@@ -16,7 +16,9 @@
 
 namespace tandem::runtime {
 
-// The KV pool geometry a device mirror copies (runtime::KvPool's).
+// The KV pool geometry a device mirror copies (runtime::KvPool's). n_layers is the pool's: every
+// model layer, or for a model with sliding-window layers possibly its full-attention layers only
+// (the scheduler's pool, KvLayerLayout::n_full); the mirror holds every model layer either way.
 struct KvGeometry {
   size_t n_layers = 0;
   size_t kv_dim = 0;
@@ -27,8 +29,8 @@ struct KvGeometry {
 // Device bytes by kind. A plain value.
 struct CudaDenseBytes {
   uint64_t dense_weights = 0;  // every dense matrix and vector but the token embedding
-  uint64_t kv = 0;             // the KV mirror: 2 x n_layers x n_blocks x block_tokens x kv_dim
-  uint64_t scratch = 0;        // activations and index arrays for max_batch_tokens tokens
+  uint64_t kv = 0;  // the KV mirror: 2 x model layers x n_blocks x block_tokens x kv_dim floats
+  uint64_t scratch = 0;  // activations and index arrays for max_batch_tokens tokens
   uint64_t total() const { return dense_weights + kv + scratch; }
 };
 

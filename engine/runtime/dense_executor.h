@@ -52,9 +52,14 @@ struct DenseBatch {
 
 // Runs one forward pass's dense work for ModelRunner. The executor keeps the residual stream
 // x [n_tokens x hidden]. Its K/V live either in the sequences' own caches (DenseBatch::host: the
-// host executor) or in a mirror of the host KvPool (same n_layers, kv_dim, block_tokens, n_blocks;
-// blocks addressed by the same ids), filled only through this interface (a device executor). Per
-// pass the runner calls, in this order:
+// host executor) or in a mirror of the host KvPool (same kv_dim, block_tokens, n_blocks; blocks
+// addressed by the same ids), filled only through this interface (a device executor). The mirror
+// holds every model layer. The pool holds every layer too, or, for a model with sliding-window
+// layers, its full layers only (KvLayerLayout::n_full: the scheduler's pool, whose sequences'
+// WindowedKvCaches keep the windowed layers in host rings). Then the mirror's windowed layers
+// keep every position, at the full layers' block ids, and their attention reads only the window
+// (one block table per sequence, at the price of device memory a ring would not take). Per pass
+// the runner calls, in this order:
 //   begin(batch)
 //   per layer l: attention(l), then dense_ffn(l) for a dense layer, or for a MoE layer
 //     moe_input(l, h, router_logits) -> [host: route + routed experts] -> moe_output(l, moe_sum)
@@ -84,10 +89,11 @@ struct DenseBatch {
 // call (an executor's destructor does not touch it, so a Scheduler may destroy its pool before
 // its runner). All calls come from one thread at a time
 // (the runner's forward thread: the scheduler's loop).
-// Why `spec` cannot run on a device dense executor ("" when it can): its layers' KV would have to
-// live outside the mirrored pool (sliding-window rings) or its attention is not implemented there
-// (MLA). ModelRunner::set_dense_executor refuses such models with this reason; tandemd keeps their
-// dense parts on the CPU (the host executor runs every model) when runtime.dense_device is auto.
+// Why `spec` cannot run on a device dense executor ("" when it can): its attention is not
+// implemented there (MLA, a head wider than 256) or no layer keeps every position (so no block
+// table addresses the mirror). ModelRunner::set_dense_executor refuses such models with this
+// reason; tandemd keeps their dense parts on the CPU (the host executor runs every model) when
+// runtime.dense_device is auto.
 std::string dense_executor_unsupported(const model::ModelSpec& spec);
 
 class DenseExecutor {

@@ -12,6 +12,7 @@
 
 #include "base/numa.h"
 #include "engine/runtime/paged_kv_cache.h"
+#include "engine/runtime/windowed_kv_cache.h"
 
 namespace tandem::runtime {
 
@@ -60,19 +61,15 @@ kernels::RopeConfig rope_config(const model::ModelSpec& spec, size_t layer) {
 }
 
 std::string dense_executor_unsupported(const model::ModelSpec& spec) {
-  // What the dense executor (the CUDA kernels) does not compute yet: GPT-OSS's attention and
-  // router, YaRN, MLA.
+  // What the dense executor (the CUDA kernels) does not compute yet.
   std::string missing;
   const auto lacks = [&](bool used, const std::string& what) {
     if (used) missing += (missing.empty() ? "" : ", ") + what;
   };
   lacks(spec.attention == model::AttentionKind::kMla, "multi-head latent attention (MLA)");
-  lacks(spec.attn_sinks, "attention sinks");
-  lacks(spec.sliding_window != 0 || !spec.swa_layers.empty(), "sliding-window attention");
-  lacks(spec.attn_out_bias, "an output-projection bias");
-  lacks(spec.router_bias, "a router bias");
-  lacks(spec.rope.scaling != model::RopeScalingType::kNone, "RoPE scaling");
   lacks(spec.head_dim > 256, "head_dim " + std::to_string(spec.head_dim) + " (at most 256)");
+  lacks(KvLayerLayout::of(spec).n_full == 0,
+        "a full-attention layer (every layer is windowed: no block table addresses the mirror)");
   if (missing.empty()) return "";
   return "the dense executor does not run " +
          std::string(model::architecture_name(spec.architecture)) + " yet: it lacks " + missing;
@@ -183,7 +180,10 @@ Status ModelRunner::set_dense_executor(std::unique_ptr<DenseExecutor> executor) 
         "set_dense_executor takes a device executor (one that mirrors a KV pool)");
   }
   KvPool& pool = *executor->mirrored_pool();
-  if (pool.n_layers() != spec_.n_layers || pool.kv_dim() != spec_.kv_dim() ||
+  // Every layer, or the full layers of a model with sliding-window layers (the scheduler's pool:
+  // its sequences' caches are WindowedKvCaches over paged caches of it).
+  if ((pool.n_layers() != spec_.n_layers && pool.n_layers() != kv_layout_.n_full) ||
+      pool.n_layers() == 0 || pool.kv_dim() != spec_.kv_dim() ||
       pool.keys_only() != (spec_.kv_value_dim() == 0)) {
     return invalid_argument_error("the dense executor's KV pool is shaped for another model");
   }
@@ -233,10 +233,23 @@ Status ModelRunner::validate(std::span<const SequenceInput> batch) const {
   return Status();
 }
 
+namespace {
+
+// The paged cache of a sequence's cache: itself, or the full layers of a WindowedKvCache (whose
+// block table then addresses every position of every layer in a device mirror); null otherwise.
+const PagedKvCache* paged_cache_of(const KvCache* cache) {
+  if (const auto* windowed = dynamic_cast<const WindowedKvCache*>(cache)) {
+    cache = windowed->full_layers();
+  }
+  return dynamic_cast<const PagedKvCache*>(cache);
+}
+
+}  // namespace
+
 Status ModelRunner::validate_dense(std::span<const SequenceInput> batch) const {
   size_t n = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
-    const auto* paged = dynamic_cast<const PagedKvCache*>(batch[s].cache);
+    const PagedKvCache* paged = paged_cache_of(batch[s].cache);
     if (paged == nullptr || &paged->pool() != dense_->mirrored_pool()) {
       return invalid_argument_error("sequence " + std::to_string(s) +
                                     ": the dense executor needs a paged KV cache of its pool");
@@ -306,7 +319,7 @@ DenseBatch ModelRunner::dense_batch(std::span<const SequenceInput> batch, bool m
     kv_slots_.resize(n);
     table_begin_.resize(batch.size());
     for (size_t s = 0; s < batch.size(); ++s) {
-      const auto& cache = static_cast<const PagedKvCache&>(*batch[s].cache);
+      const PagedKvCache& cache = *paged_cache_of(batch[s].cache);  // validate_dense checked
       const size_t bt = cache.pool().block_tokens();
       DenseSequence& d = dense_seqs_[s];
       const std::span<const BlockId> table =

@@ -67,6 +67,7 @@ class WindowedKvCache final : public KvCache {
 
   // The full-layer cache (null when every layer is windowed).
   KvCache* full_layers() { return full_.get(); }
+  const KvCache* full_layers() const { return full_.get(); }
   size_t ring_blocks() const { return owner_.size(); }
   // Bytes of the windowed layers' rings (K and V).
   size_t ring_bytes() const;

@@ -2,12 +2,14 @@
 // not-yet-optimized list at the top of dense_ops.cu).
 //
 // Attention layout: one block of kAttnThreads threads per (token, query head), blockIdx.x = token
-// * n_heads + head. The query row sits in shared memory; positions 0 .. token_pos are visited in
-// ascending order in chunks of kAttnChunk: each warp computes the scaled dot products of some of
+// * n_heads + head. The query row sits in shared memory; positions first .. token_pos (first = 0,
+// or token_pos - window + 1 with a sliding window) are visited in ascending order in chunks of
+// kAttnChunk: each warp computes the scaled dot products of some of
 // the chunk's positions (lanes split head_dim, then a shuffle reduction), the chunk's exp weights
 // are taken against the running maximum (online softmax: running max m, running sum l, and the
 // output accumulator rescaled by exp(m_old - m_new)), and thread i accumulates output dims i and
-// i + kAttnThreads. out = acc / l.
+// i + kAttnThreads. out = acc / l. A head's sink logit starts the online softmax as a position of
+// weight exp(sink - m) with no value: m = sink, l = 1, acc = 0.
 //
 // Device-side guards: a block id read from a table outside [0, n_blocks) or a negative token
 // position makes that (token, head)'s output NaN (never a read outside the pool); a kv_write slot
@@ -51,6 +53,8 @@ struct AttentionParams {
   int group;  // n_heads / n_kv_heads
   int head_dim;
   float scale;
+  int64_t window;      // 0: none
+  const float* sinks;  // [n_heads] or null
 };
 
 __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams p) {
@@ -78,14 +82,21 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams
   const size_t head_off = static_cast<size_t>(h / p.group) * static_cast<size_t>(p.head_dim);
   const size_t block_stride = static_cast<size_t>(p.block_rows) * p.kv_dim;
   const int64_t n_keys = static_cast<int64_t>(pos) + 1;
+  // Windowed layers start at the first position of the window; the blocks before it are never
+  // read (a host cache may have freed them).
+  const int64_t first = p.window > 0 && n_keys > p.window ? n_keys - p.window : 0;
   float m = -INFINITY;
   float l = 0.0f;
+  if (p.sinks != nullptr) {
+    m = p.sinks[h];
+    l = 1.0f;
+  }
   float acc[kAttnDimsPerThread];
 #pragma unroll
   for (int i = 0; i < kAttnDimsPerThread; ++i) acc[i] = 0.0f;
   __syncthreads();  // qs and bad are set
 
-  for (int64_t p0 = 0; p0 < n_keys; p0 += kAttnChunk) {
+  for (int64_t p0 = first; p0 < n_keys; p0 += kAttnChunk) {
     const int n = static_cast<int>(n_keys - p0 < kAttnChunk ? n_keys - p0 : kAttnChunk);
     // Scores: warp w takes chunk positions w, w + kAttnWarps, ... (warp-uniform loop and branch,
     // so every lane reaches the full-mask shuffles).
@@ -117,7 +128,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams
     float chunk_max = -INFINITY;
     for (int j = 0; j < n; ++j) chunk_max = fmaxf(chunk_max, scores[j]);
     const float m_new = fmaxf(m, chunk_max);
-    const float alpha = expf(m - m_new);  // 0 on the first chunk (m = -inf)
+    // 0 on the first chunk without a sink (m = -inf); with one, the sink's weight rescaled.
+    const float alpha = expf(m - m_new);
     if (tid < n) weights[tid] = expf(scores[tid] - m_new);
     __syncthreads();  // weights are complete
     float chunk_sum = 0.0f;
@@ -220,6 +232,10 @@ Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAt
                                   " floats, expected n_kv_heads * head_dim = " +
                                   std::to_string(shape.n_kv_heads * shape.head_dim));
   }
+  if (shape.window > static_cast<size_t>(INT64_MAX)) {
+    return invalid_argument_error("CUDA attention: window " + std::to_string(shape.window) +
+                                  " out of range");
+  }
   if (batch.n_tokens > static_cast<size_t>(INT32_MAX) / shape.n_heads) {
     return invalid_argument_error("CUDA attention: " + std::to_string(batch.n_tokens) +
                                   " tokens x " + std::to_string(shape.n_heads) +
@@ -250,6 +266,8 @@ Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAt
   p.group = static_cast<int>(shape.n_heads / shape.n_kv_heads);
   p.head_dim = static_cast<int>(shape.head_dim);
   p.scale = shape.scale;
+  p.window = static_cast<int64_t>(shape.window);
+  p.sinks = shape.sinks;
   const auto blocks = static_cast<unsigned>(batch.n_tokens * shape.n_heads);
   attention_kernel<<<blocks, kAttnThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   return launch_status("attention");

@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -279,32 +280,57 @@ unsigned elem_blocks(size_t n) {
 
 // ---- RoPE ---------------------------------------------------------------------------------
 
+// The angle and scale of rope_enqueue without the pair layout (kernel arguments by value).
+struct RopeParams {
+  int n_heads;
+  int head_dim;
+  int rot;
+  bool neox;
+  float freq_base;
+  float freq_scale;
+  float ext_factor;
+  float corr_low;
+  float corr_high;
+  double mscale;
+};
+
 // One block per token; a thread takes pairs i, computes the angle once (as kernels::rope: inv_freq
-// in double rounded to float, theta in float, cos/sin in double rounded to float) and rotates pair
-// i of every head. The products are __fmul_rn so no FMA contraction changes the CPU's rounding.
+// in double rounded to float, theta in float, cos/sin in double scaled by mscale, rounded to float)
+// and rotates pair i of every head. The products and sums are __fmul_rn / __fadd_rn so no FMA
+// contraction changes the CPU's rounding.
 __global__ void __launch_bounds__(kRopeThreads)
-    rope_kernel(float* x, int n_heads, int head_dim, int rot, float freq_base, bool neox,
-                const int32_t* positions) {
+    rope_kernel(float* x, RopeParams r, const int32_t* positions) {
   const size_t t = blockIdx.x;
-  const int half = rot / 2;
+  const int half = r.rot / 2;
   const float pos = static_cast<float>(positions[t]);
+  const bool yarn = r.ext_factor != 0.0f;
   for (int i = static_cast<int>(threadIdx.x); i < half; i += kRopeThreads) {
-    const double exponent = -2.0 * static_cast<double>(i) / static_cast<double>(rot);
-    const float inv_freq = static_cast<float>(pow(static_cast<double>(freq_base), exponent));
-    const float theta = __fmul_rn(pos, inv_freq);
+    const double exponent = -2.0 * static_cast<double>(i) / static_cast<double>(r.rot);
+    const float inv_freq = static_cast<float>(pow(static_cast<double>(r.freq_base), exponent));
+    const float theta_e = __fmul_rn(pos, inv_freq);
+    const float theta_i = __fmul_rn(r.freq_scale, theta_e);
+    float theta = theta_i;
+    if (yarn) {
+      const float y = __fdiv_rn(__fsub_rn(static_cast<float>(i), r.corr_low),
+                                fmaxf(0.001f, __fsub_rn(r.corr_high, r.corr_low)));
+      const float ramp = __fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, y)));
+      const float mix = __fmul_rn(ramp, r.ext_factor);
+      const float keep = __fsub_rn(1.0f, mix);
+      theta = __fadd_rn(__fmul_rn(theta_i, keep), __fmul_rn(theta_e, mix));
+    }
     double s = 0.0;
     double c = 0.0;
     sincos(static_cast<double>(theta), &s, &c);
-    const float cs = static_cast<float>(c);
-    const float sn = static_cast<float>(s);
-    const int ia = neox ? i : 2 * i;
-    const int ib = neox ? i + half : 2 * i + 1;
-    for (int h = 0; h < n_heads; ++h) {
-      float* head = x + (t * static_cast<size_t>(n_heads) + h) * static_cast<size_t>(head_dim);
+    const float cs = static_cast<float>(c * r.mscale);
+    const float sn = static_cast<float>(s * r.mscale);
+    const int ia = r.neox ? i : 2 * i;
+    const int ib = r.neox ? i + half : 2 * i + 1;
+    for (int h = 0; h < r.n_heads; ++h) {
+      float* head = x + (t * static_cast<size_t>(r.n_heads) + h) * static_cast<size_t>(r.head_dim);
       const float a0 = head[ia];
       const float b0 = head[ib];
-      head[ia] = __fmul_rn(a0, cs) - __fmul_rn(b0, sn);
-      head[ib] = __fmul_rn(a0, sn) + __fmul_rn(b0, cs);
+      head[ia] = __fsub_rn(__fmul_rn(a0, cs), __fmul_rn(b0, sn));
+      head[ib] = __fadd_rn(__fmul_rn(a0, sn), __fmul_rn(b0, cs));
     }
   }
 }
@@ -441,8 +467,9 @@ Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* po
                                   ", rot_dims " + std::to_string(rope.rot_dims) +
                                   " (rot_dims must be even, 0 < rot_dims <= head_dim)");
   }
-  if (!(rope.freq_base > 0.0f)) {
-    return invalid_argument_error("CUDA rope: freq_base must be positive");
+  if (!(rope.freq_base > 0.0f) || !(rope.freq_scale > 0.0f) || !std::isfinite(rope.mscale)) {
+    return invalid_argument_error(
+        "CUDA rope: freq_base and freq_scale must be positive and mscale finite");
   }
   if (n_heads == 0 || n_heads > kMaxDim || n_heads * rope.head_dim > kMaxDim) {
     return invalid_argument_error("CUDA rope: " + std::to_string(n_heads) + " heads out of range");
@@ -454,10 +481,19 @@ Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* po
   if (n_tokens == 0) return Status();
   if (x == nullptr || positions == nullptr)
     return invalid_argument_error("CUDA rope: null pointer");
+  RopeParams r{};
+  r.n_heads = static_cast<int>(n_heads);
+  r.head_dim = static_cast<int>(rope.head_dim);
+  r.rot = static_cast<int>(rope.rot_dims);
+  r.neox = rope.neox;
+  r.freq_base = rope.freq_base;
+  r.freq_scale = rope.freq_scale;
+  r.ext_factor = rope.ext_factor;
+  r.corr_low = rope.corr_low;
+  r.corr_high = rope.corr_high;
+  r.mscale = rope.mscale;
   rope_kernel<<<static_cast<unsigned>(n_tokens), kRopeThreads, 0,
-                static_cast<cudaStream_t>(stream)>>>(
-      x, static_cast<int>(n_heads), static_cast<int>(rope.head_dim),
-      static_cast<int>(rope.rot_dims), rope.freq_base, rope.neox, positions);
+                static_cast<cudaStream_t>(stream)>>>(x, r, positions);
   return launch_status("rope");
 }
 

@@ -8,6 +8,10 @@
 #include "base/status.h"
 #include "kernels/tensor_type.h"
 
+namespace tandem::kernels {
+struct RopeConfig;  // kernels/cpu/rope.h
+}  // namespace tandem::kernels
+
 namespace tandem::kernels::cuda {
 
 // Conventions of every function below:
@@ -61,16 +65,32 @@ Status silu_mul_enqueue(const float* gate, const float* up, size_t n, float* out
 Status scale_rows_by_sigmoid_enqueue(float* rows, const float* logit, size_t n_rows, size_t dim,
                                      void* stream);
 
-// RoPE in place, as kernels::rope: x [n_tokens x n_heads x head_dim], positions [n_tokens].
-// neox: pairs (i, i + rot_dims / 2); otherwise (2i, 2i + 1). inv_freq_i = freq_base^(-2i /
-// rot_dims) (computed in double, rounded to float), theta = float(pos) * inv_freq_i, then cos and
-// sin of theta. rot_dims even, 0 < rot_dims <= head_dim; dims past rot_dims pass unchanged.
+// RoPE in place, as kernels::rope (the arithmetic spelt out in kernels/cpu/rope.h, YaRN included):
+// x [n_tokens x n_heads x head_dim], positions [n_tokens]. neox: pairs (i, i + rot_dims / 2);
+// otherwise (2i, 2i + 1). inv_freq_i = freq_base^(-2i / rot_dims) (computed in double, rounded to
+// float), theta_e = float(pos) * inv_freq_i, theta_i = freq_scale * theta_e; with ext_factor != 0
+// (YaRN) theta = theta_i * (1 - mix_i) + theta_e * mix_i, mix_i = ext_factor * (1 - clamp((i -
+// corr_low) / max(0.001, corr_high - corr_low), 0, 1)), else theta = theta_i; then
+// c = float(cos(double(theta)) * mscale), s likewise. rot_dims even, 0 < rot_dims <= head_dim; dims
+// past rot_dims pass unchanged. The host computes corr_low / corr_high (kernels::
+// rope_yarn_corr_dims) and mscale (attn_factor, times YaRN's 1 + 0.1 ln(1 / freq_scale)) once:
+// device_rope() below.
 struct DeviceRope {
   bool neox = true;
   size_t head_dim = 0;
   size_t rot_dims = 0;
   float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f;
+  float corr_high = 0.0f;
+  double mscale = 1.0;
 };
+// The DeviceRope of a CPU RopeConfig (kernels::rope's arithmetic): YaRN's correction range from
+// kernels::rope_yarn_corr_dims and the cos/sin scale, both as kernels::rope computes them. The
+// config's checks (even rot_dims and so on) are rope_enqueue's. Plain host code; any thread.
+DeviceRope device_rope(const RopeConfig& config);
+
 Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* positions,
                     const DeviceRope& rope, void* stream);
 
@@ -111,12 +131,19 @@ struct DeviceAttentionShape {
                           // n_kv_heads)
   size_t head_dim = 0;    // at most 256
   float scale = 0.0f;     // score scale (1 / sqrt(head_dim))
+  // Sliding window: a token at position p attends to positions max(0, p - window + 1) .. p
+  // (itself included); 0 = every earlier position (kernels::AttentionConfig::window).
+  size_t window = 0;
+  // Attention sinks (GPT-OSS): one raw logit per query head [n_heads] (device floats) that takes
+  // part in the softmax and adds no value; null = none (kernels::AttentionConfig::sinks).
+  const float* sinks = nullptr;
 };
 
 // out[t][h] = sum_p softmax_p(scale * q[t][h] . k_p) v_p over positions p = 0 .. token_pos[t] of
-// token t's sequence (kernels::attention_heads). q, out: [n_tokens x n_heads x head_dim]; out must
-// not overlap q. The K/V rows of every attended position must have been written (kv_write_enqueue
-// of this layer for the batch's own new tokens comes first on the same stream).
+// token t's sequence, or its last `window` positions, the softmax's denominator also holding
+// exp(sinks[h]) where the model has sinks (kernels::attention_heads). q, out: [n_tokens x n_heads x
+// head_dim]; out must not overlap q. The K/V rows of every attended position must have been written
+// (kv_write_enqueue of this layer for the batch's own new tokens comes first on the same stream).
 Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAttentionBatch& batch,
                          const DeviceAttentionShape& shape, float* out, void* stream);
 

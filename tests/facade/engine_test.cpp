@@ -267,5 +267,26 @@ TEST_CASE("[cuda] GPU experts and dense parts on the GPU generate the CPU engine
   }
 }
 
+TEST_CASE("[cuda] gpt-oss's dense parts on the GPU: the start-up self-check passes and it serves",
+          "[engine][gpu][cuda][gpt-oss]") {
+  // The scheduler's pool holds the full layers; the mirror holds every layer (windows on the
+  // device). The self-check compares the GPU's probe logits with the CPU's at start-up.
+  if (visible_devices() == 0) {
+    WARN("no CUDA device: [cuda] case skipped");
+    return;
+  }
+  EngineOptions o = demo_options(DenseDevice::kGpu);
+  o.model_path = std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/tiny-gpt-oss-q8_0.gguf";
+  o.placement.num_gpu_experts = 8;
+  Result<std::unique_ptr<Engine>> gpu = Engine::create(o);
+  INFO((gpu.ok() ? "" : gpu.status().to_string()));
+  REQUIRE(gpu.ok());
+  CHECK((*gpu)->gpu().dense_on_gpu);
+  CHECK((*gpu)->gpu().allocated.kv > 0);
+  const auto tokens = greedy_batch(**gpu, 12);
+  REQUIRE(tokens.size() == 3);
+  for (const auto& t : tokens) CHECK(t.size() == 12);
+}
+
 }  // namespace
 }  // namespace tandem::engine

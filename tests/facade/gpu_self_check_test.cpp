@@ -89,5 +89,31 @@ TEST_CASE("run_probe through a dense executor on a borrowed pool matches the CPU
   REQUIRE(r.set_dense_executor(nullptr).ok());
 }
 
+TEST_CASE(
+    "run_probe on a scheduler's pool of a model with windows wraps its cache as the "
+    "scheduler does",
+    "[engine][gpu][self_check][gpt-oss]") {
+  // tiny-gpt-oss: the pool holds the full layers only (the windowed layers live in the mirror).
+  Result<model::Checkpoint> checkpoint = model::open_model(
+      std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/tiny-gpt-oss-all-f32.gguf");
+  REQUIRE(checkpoint.ok());
+  Result<std::unique_ptr<runtime::ModelRunner>> runner =
+      runtime::ModelRunner::create(*checkpoint->spec, *checkpoint->weights, {});
+  REQUIRE(runner.ok());
+  runtime::ModelRunner& r = **runner;
+  REQUIRE(r.kv_layout().n_windowed() > 0);
+  const Result<std::vector<float>> cpu = run_probe(r, nullptr);
+  REQUIRE(cpu.ok());
+  runtime::testing::PagedPool pool = runtime::testing::make_full_layer_pool(r, 16, 16);
+  auto executor = std::make_unique<runtime::testing::HostDenseExecutor>(
+      r.spec(), r.prepared_weights(), *pool.pool, kernels::MatmulActivations::kQuantized, 64);
+  REQUIRE(r.set_dense_executor(std::move(executor)).ok());
+  const Result<std::vector<float>> dense = run_probe(r, pool.pool.get());
+  INFO((dense.ok() ? "" : dense.status().to_string()));
+  REQUIRE(dense.ok());
+  CHECK(relative_error(*cpu, *dense) == 0.0);
+  REQUIRE(r.set_dense_executor(nullptr).ok());
+}
+
 }  // namespace
 }  // namespace tandem::engine

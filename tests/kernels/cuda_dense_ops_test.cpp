@@ -376,32 +376,50 @@ TEST_CASE("CUDA element-wise ops match kernels::vector_ops", "[cuda]") {
   }
 }
 
-TEST_CASE("CUDA rope matches kernels::rope in both layouts", "[cuda]") {
+TEST_CASE("CUDA rope matches kernels::rope in both layouts, with YaRN", "[cuda]") {
   if (!have_device()) return;
   std::mt19937 rng(17);
   struct Case {
     bool neox;
     size_t head_dim, rot_dims;
     float base;
+    float factor;       // YaRN scaling factor; 0: plain RoPE
+    bool round;         // YaRN correction range rounded (ggml) or fractional (gpt-oss's HF)
+    float attn_factor;  // DeepSeek's cos/sin factor; 1 elsewhere
   };
   const std::vector<int32_t> positions = {0, 1, 17, 4095, 100000};
-  for (const Case c : {Case{true, 64, 64, 10000.0f}, Case{false, 64, 64, 10000.0f},
-                       Case{true, 128, 64, 1000000.0f}, Case{false, 96, 32, 500000.0f}}) {
-    INFO((c.neox ? "neox" : "normal") << " head_dim " << c.head_dim << " rot " << c.rot_dims);
+  for (const Case c :
+       {Case{true, 64, 64, 10000.0f, 0.0f, true, 1.0f},
+        Case{false, 64, 64, 10000.0f, 0.0f, true, 1.0f},
+        Case{true, 128, 64, 1000000.0f, 0.0f, true, 1.0f},
+        Case{false, 96, 32, 500000.0f, 0.0f, true, 1.0f},
+        // gpt-oss: NEOX, head 64, YaRN 32 over 4096 positions, fractional range.
+        Case{true, 64, 64, 150000.0f, 32.0f, false, 1.0f},
+        // DeepSeek-V3: the interleaved rope part of 64, YaRN 40, cos/sin factor 1 / mscale.
+        Case{false, 192, 64, 10000.0f, 40.0f, true, 1.0f / (1.0f + 0.1f * std::log(40.0f))}}) {
+    INFO((c.neox ? "neox" : "normal")
+         << " head_dim " << c.head_dim << " rot " << c.rot_dims << " yarn " << c.factor);
     const size_t n_tokens = positions.size(), n_heads = 3;
     const std::vector<float> x = random_floats(n_tokens * n_heads * c.head_dim, -1.0f, 1.0f, rng);
+    RopeConfig config{c.neox ? RopeLayout::kNeox : RopeLayout::kNormal, c.head_dim, c.rot_dims,
+                      c.base};
+    if (c.factor != 0.0f) {
+      config.freq_scale = 1.0f / c.factor;
+      config.ext_factor = 1.0f;
+      config.attn_factor = c.attn_factor;
+      config.n_ctx_orig = 4096;
+      config.yarn_round_corr_dims = c.round;
+    }
     std::vector<float> want = x;
-    rope(want, n_tokens, n_heads, positions,
-         RopeConfig{c.neox ? RopeLayout::kNeox : RopeLayout::kNormal, c.head_dim, c.rot_dims,
-                    c.base});
+    rope(want, n_tokens, n_heads, positions, config);
     const DeviceArray<float> d_x(x);
     const DeviceArray<int32_t> d_pos(positions);
-    REQUIRE(rope_enqueue(d_x.get(), n_tokens, n_heads, d_pos.get(),
-                         DeviceRope{c.neox, c.head_dim, c.rot_dims, c.base}, nullptr)
-                .ok());
-    // Same angle steps as the CPU (double inv_freq and cos/sin rounded to float, float theta,
-    // unfused products), so a match to the bit is expected; 2e-6 absolute on |x| <= 1 allows a
-    // one-ulp difference of a double pow/sincos result that rounds the other way to float.
+    REQUIRE(
+        rope_enqueue(d_x.get(), n_tokens, n_heads, d_pos.get(), device_rope(config), nullptr).ok());
+    // Same angle steps as the CPU (double inv_freq and cos/sin rounded to float, float theta and
+    // YaRN mix, unfused products), so a match to the bit is expected; 2e-6 absolute on |x| <= 1
+    // allows a one-ulp difference of a double pow/sincos result that rounds the other way to
+    // float.
     expect_close(d_x.download(), want, std::vector<double>(want.size(), 2e-6));
   }
 }
@@ -448,74 +466,97 @@ TEST_CASE("CUDA attention matches kernels::attention_heads over a paged pool", "
   struct Shape {
     size_t n_heads, n_kv_heads, head_dim;
   };
+  // Plain causal attention; a sliding window shorter than a chunk of the kernel and one longer,
+  // each with GPT-OSS's sinks (one raw logit per head, some far above the scores so that they
+  // take most of the weight).
+  struct Variant {
+    size_t window;
+    bool sinks;
+  };
   for (size_t block_rows : {1, 3, 16}) {
-    for (const Shape sh : {Shape{4, 2, 64}, Shape{3, 3, 160}, Shape{8, 2, 40}}) {
-      INFO("block_rows " << block_rows << ", heads " << sh.n_heads << "/" << sh.n_kv_heads
-                         << ", head_dim " << sh.head_dim);
-      const size_t kv_dim = sh.n_kv_heads * sh.head_dim;
-      size_t used = 0;
-      for (const Seq& s : seqs) used += (s.ctx + block_rows - 1) / block_rows;
-      const size_t n_blocks = used + 2;  // two spare blocks nobody's table names
-      std::vector<int32_t> ids(n_blocks);
-      std::iota(ids.begin(), ids.end(), 0);
-      std::shuffle(ids.begin(), ids.end(), rng);
-      // Every row starts as poison (100): a read of an unwritten, future or foreign row shows.
-      std::vector<float> keys(n_blocks * block_rows * kv_dim, 100.0f);
-      std::vector<float> values = keys;
-      std::vector<std::vector<int32_t>> tables(seqs.size());
-      std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-      size_t next = 0;
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        for (size_t p = 0; p < seqs[i].ctx; ++p) {
-          if (p % block_rows == 0) tables[i].push_back(ids[next++]);
-          const size_t row = static_cast<size_t>(tables[i].back()) * block_rows + p % block_rows;
-          for (size_t c = 0; c < kv_dim; ++c) {
-            keys[row * kv_dim + c] = unit(rng);
-            values[row * kv_dim + c] = unit(rng);
+    for (const Variant var :
+         {Variant{0, false}, Variant{8, true}, Variant{66, false}, Variant{0, true}}) {
+      for (const Shape sh : {Shape{4, 2, 64}, Shape{3, 3, 160}, Shape{8, 2, 40}}) {
+        INFO("block_rows " << block_rows << ", heads " << sh.n_heads << "/" << sh.n_kv_heads
+                           << ", head_dim " << sh.head_dim << ", window " << var.window
+                           << (var.sinks ? ", sinks" : ""));
+        const size_t kv_dim = sh.n_kv_heads * sh.head_dim;
+        size_t used = 0;
+        for (const Seq& s : seqs) used += (s.ctx + block_rows - 1) / block_rows;
+        const size_t n_blocks = used + 2;  // two spare blocks nobody's table names
+        std::vector<int32_t> ids(n_blocks);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), rng);
+        // Every row starts as poison (100): a read of an unwritten, future or foreign row shows.
+        std::vector<float> keys(n_blocks * block_rows * kv_dim, 100.0f);
+        std::vector<float> values = keys;
+        std::vector<std::vector<int32_t>> tables(seqs.size());
+        std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+        size_t next = 0;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          for (size_t p = 0; p < seqs[i].ctx; ++p) {
+            if (p % block_rows == 0) tables[i].push_back(ids[next++]);
+            // Rows before every query's window stay poison: the kernel must not read them.
+            const size_t first_q = seqs[i].ctx - seqs[i].n_q;
+            if (var.window != 0 && p + var.window <= first_q) continue;
+            const size_t row = static_cast<size_t>(tables[i].back()) * block_rows + p % block_rows;
+            for (size_t c = 0; c < kv_dim; ++c) {
+              keys[row * kv_dim + c] = unit(rng);
+              values[row * kv_dim + c] = unit(rng);
+            }
           }
         }
-      }
-      std::vector<int32_t> table_begin(seqs.size()), all_tables;
-      for (size_t i : table_order) {
-        table_begin[i] = static_cast<int32_t>(all_tables.size());
-        all_tables.insert(all_tables.end(), tables[i].begin(), tables[i].end());
-      }
-      std::vector<int32_t> token_seq, token_pos;
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        for (size_t p = seqs[i].ctx - seqs[i].n_q; p < seqs[i].ctx; ++p) {
-          token_seq.push_back(static_cast<int32_t>(i));
-          token_pos.push_back(static_cast<int32_t>(p));
+        std::vector<int32_t> table_begin(seqs.size()), all_tables;
+        for (size_t i : table_order) {
+          table_begin[i] = static_cast<int32_t>(all_tables.size());
+          all_tables.insert(all_tables.end(), tables[i].begin(), tables[i].end());
         }
+        std::vector<int32_t> token_seq, token_pos;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          for (size_t p = seqs[i].ctx - seqs[i].n_q; p < seqs[i].ctx; ++p) {
+            token_seq.push_back(static_cast<int32_t>(i));
+            token_pos.push_back(static_cast<int32_t>(p));
+          }
+        }
+        const size_t n_tokens = token_seq.size();
+        const size_t q_row = sh.n_heads * sh.head_dim;
+        const std::vector<float> q = random_floats(n_tokens * q_row, -1.0f, 1.0f, rng);
+        AttentionConfig config;
+        config.n_heads = sh.n_heads;
+        config.n_kv_heads = sh.n_kv_heads;
+        config.head_dim = sh.head_dim;
+        config.scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
+        config.window = var.window;
+        std::vector<float> sinks;
+        if (var.sinks) {
+          for (size_t h = 0; h < sh.n_heads; ++h) sinks.push_back(h % 2 == 0 ? unit(rng) : 4.0f);
+          config.sinks = sinks;
+        }
+        std::vector<float> want(q.size());
+        for (size_t i = 0, t0 = 0; i < seqs.size(); t0 += seqs[i].n_q, ++i) {
+          const KvBlocks blocks{keys.data(), values.data(), tables[i], block_rows, n_blocks};
+          attention_heads(std::span<const float>(q).subspan(t0 * q_row, seqs[i].n_q * q_row),
+                          seqs[i].n_q, seqs[i].ctx - seqs[i].n_q, blocks, config,
+                          std::span<float>(want).subspan(t0 * q_row, seqs[i].n_q * q_row), 0,
+                          sh.n_heads);
+        }
+        const DeviceArray<float> d_keys(keys), d_values(values), d_q(q), d_out(q.size());
+        const DeviceArray<int32_t> d_seq(token_seq), d_pos(token_pos), d_begin(table_begin),
+            d_tables(all_tables);
+        const DeviceKvLayer layer{d_keys.get(), d_values.get(), block_rows, n_blocks, kv_dim};
+        const DeviceAttentionBatch batch{n_tokens, d_seq.get(), d_pos.get(), d_begin.get(),
+                                         d_tables.get()};
+        const DeviceArray<float> d_sinks(sinks);
+        DeviceAttentionShape shape{sh.n_heads, sh.n_kv_heads, sh.head_dim, config.scale};
+        shape.window = var.window;
+        if (var.sinks) shape.sinks = d_sinks.get();
+        REQUIRE(attention_enqueue(d_q.get(), layer, batch, shape, d_out.get(), nullptr).ok());
+        // Outputs are convex combinations of V rows in [-1, 1]. The two sides differ in the dot
+        // order (a score error of ~sqrt(head_dim) * 2^-24 * |score| typically, < 1e-6) and in the
+        // softmax rescaling (online, a few float roundings per weight), so outputs agree to ~1e-6;
+        // 2e-5 leaves a 20x margin. A poison row (100) or a wrong kv head is off by >= ~0.01.
+        expect_close(d_out.download(), want, std::vector<double>(want.size(), 2e-5));
       }
-      const size_t n_tokens = token_seq.size();
-      const size_t q_row = sh.n_heads * sh.head_dim;
-      const std::vector<float> q = random_floats(n_tokens * q_row, -1.0f, 1.0f, rng);
-      AttentionConfig config;
-      config.n_heads = sh.n_heads;
-      config.n_kv_heads = sh.n_kv_heads;
-      config.head_dim = sh.head_dim;
-      config.scale = 1.0f / std::sqrt(static_cast<float>(sh.head_dim));
-      std::vector<float> want(q.size());
-      for (size_t i = 0, t0 = 0; i < seqs.size(); t0 += seqs[i].n_q, ++i) {
-        const KvBlocks blocks{keys.data(), values.data(), tables[i], block_rows, n_blocks};
-        attention_heads(std::span<const float>(q).subspan(t0 * q_row, seqs[i].n_q * q_row),
-                        seqs[i].n_q, seqs[i].ctx - seqs[i].n_q, blocks, config,
-                        std::span<float>(want).subspan(t0 * q_row, seqs[i].n_q * q_row), 0,
-                        sh.n_heads);
-      }
-      const DeviceArray<float> d_keys(keys), d_values(values), d_q(q), d_out(q.size());
-      const DeviceArray<int32_t> d_seq(token_seq), d_pos(token_pos), d_begin(table_begin),
-          d_tables(all_tables);
-      const DeviceKvLayer layer{d_keys.get(), d_values.get(), block_rows, n_blocks, kv_dim};
-      const DeviceAttentionBatch batch{n_tokens, d_seq.get(), d_pos.get(), d_begin.get(),
-                                       d_tables.get()};
-      const DeviceAttentionShape shape{sh.n_heads, sh.n_kv_heads, sh.head_dim, config.scale};
-      REQUIRE(attention_enqueue(d_q.get(), layer, batch, shape, d_out.get(), nullptr).ok());
-      // Outputs are convex combinations of V rows in [-1, 1]. The two sides differ in the dot
-      // order (a score error of ~sqrt(head_dim) * 2^-24 * |score| typically, < 1e-6) and in the
-      // softmax rescaling (online, a few float roundings per weight), so outputs agree to ~1e-6;
-      // 2e-5 leaves a 20x margin. A poison row (100) or a wrong kv head is off by >= ~0.01.
-      expect_close(d_out.download(), want, std::vector<double>(want.size(), 2e-5));
     }
   }
 }

@@ -68,16 +68,19 @@ std::vector<std::vector<int32_t>> prompts_of(const std::string& ref_path, const 
 }
 
 // Three prompts prefilled in one batch (every row's logits), then 16 greedy decode steps of all
-// three in one batch; both sides are fed the CPU's tokens.
+// three in one batch; both sides are fed the CPU's tokens. The device side's caches come from a
+// pool of every layer, or (full_layer_pool) of the full-attention layers only, wrapped as the
+// scheduler wraps them for a model with sliding-window layers.
 void compare(const std::string& path, const std::vector<std::vector<int32_t>>& prompts,
-             bool half_experts_on_gpu) {
+             bool half_experts_on_gpu, bool full_layer_pool = false) {
   INFO(path << (half_experts_on_gpu ? " with a CUDA expert worker" : ""));
   REQUIRE(prompts.size() == 3);
   std::unique_ptr<experts::CudaExpertWorker> gpu_experts;  // outlives the runner's use of it
   auto cpu = load_model(path, 2, false);
   auto dev = load_model(path, 2, false);
   const model::ModelSpec& spec = dev->runner->spec();
-  PagedPool p = make_pool(*dev->runner, 16, 128);
+  PagedPool p = full_layer_pool ? make_full_layer_pool(*dev->runner, 16, 128)
+                                : make_pool(*dev->runner, 16, 128);
   install_cuda(*dev, p);
   if (half_experts_on_gpu) {
     auto map = experts::ExpertMap::uniform(spec.n_layers, spec.n_experts, 0);
@@ -93,11 +96,13 @@ void compare(const std::string& path, const std::vector<std::vector<int32_t>>& p
         dev->runner->set_expert_workers({&dev->runner->cpu_worker(), gpu_experts.get()}, map).ok());
   }
   std::vector<std::unique_ptr<KvCache>> cc;
-  std::vector<std::unique_ptr<PagedKvCache>> dc;
+  std::vector<std::unique_ptr<KvCache>> dc;
   std::vector<SequenceInput> cb, db;
   for (size_t s = 0; s < 3; ++s) {
     cc.push_back(cpu->runner->new_kv_cache(256));
-    dc.push_back(std::make_unique<PagedKvCache>(*p.pool, *p.allocator, s + 1, 256));
+    auto paged = std::make_unique<PagedKvCache>(*p.pool, *p.allocator, s + 1, 256);
+    dc.push_back(full_layer_pool ? dev->runner->wrap_kv_cache(std::move(paged), 256)
+                                 : std::move(paged));
     cb.push_back({cc[s].get(), prompts[s], 0, LogitsWanted::kAll});
     db.push_back({dc[s].get(), prompts[s], 0, LogitsWanted::kAll});
   }
@@ -164,6 +169,23 @@ TEST_CASE("CUDA dense executor on the sigmoid-routed GQA families (GLM-4.5, Mini
   for (const char* arch : {"glm4_moe", "minimax_m2"}) {
     compare(hf_dir(arch), prompts_of(hf_dir(arch) + "reference.json", "prompt"), false);
   }
+}
+
+TEST_CASE("CUDA dense executor on gpt-oss (sinks, sliding windows, biases, YaRN, MXFP4 experts)",
+          "[cuda][runtime][gpt-oss]") {
+  // Windows of 8 over prompts of 52-62 tokens. The scheduler's pool of the full layers (the
+  // mirror keeps the windowed layers at their block ids) and a pool of every layer; MXFP4
+  // experts on the CPU, then half of them in the CUDA expert worker (clamped SwiGLU, biases).
+  if (!have_device()) return;
+  const std::string dir = std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/";
+  for (const char* file : {"tiny-gpt-oss-all-f32.gguf", "tiny-gpt-oss-f32.gguf"}) {
+    const auto prompts = prompts_of(dir + "ref-f32.json", "tokens");
+    compare(dir + file, prompts, false, true);
+    compare(dir + file, prompts, false, false);
+    compare(dir + file, prompts, true, true);
+  }
+  compare(hf_dir("gpt_oss_mxfp4"), prompts_of(hf_dir("gpt_oss_mxfp4") + "reference.json", "prompt"),
+          false, true);
 }
 
 TEST_CASE("CUDA dense executor: copy-on-write of a forked sequence's block on the device",

@@ -13,6 +13,7 @@
 #include "engine/runtime/dense_device_plan.h"
 #include "engine/runtime/paged_kv_cache.h"
 #include "engine/runtime/scheduler.h"
+#include "engine/runtime/windowed_kv_cache.h"
 #include "tests/runtime/host_dense_executor.h"
 #include "tests/runtime/paged_pool.h"
 #include "tests/runtime/runtime_fixture.h"
@@ -58,9 +59,10 @@ ForwardOutput run_both(ModelRunner& cpu, std::vector<SequenceInput> cpu_batch, M
   return b;
 }
 
-std::vector<std::vector<int32_t>> tiny_prompts(const std::string& ref_json) {
+std::vector<std::vector<int32_t>> tiny_prompts(const std::string& ref_json,
+                                               const std::string& dir = tiny_moe_dir()) {
   std::vector<std::vector<int32_t>> prompts;
-  const auto ref = read_json(tiny_moe_dir() + ref_json);
+  const auto ref = read_json(dir + ref_json);
   for (const auto& pr : ref["prompts"]) {
     prompts.push_back(pr["tokens"].get<std::vector<int32_t>>());
   }
@@ -76,31 +78,39 @@ std::vector<std::vector<int32_t>> hf_prompts(const std::string& arch) {
   return prompts;
 }
 
+// Which pool the device side's caches come from, for a model with sliding-window layers: one of
+// every layer (plain paged caches), or one of the full layers only, as a scheduler builds it
+// (WindowedKvCaches over paged caches of it). The same for other models.
+enum class PoolLayers { kAll, kFullOnly };
+
 // Three sequences in one batch: a chunked prefill, a whole prefill with every row's logits and
 // one with the last row's; then mixed prefill + decode, greedy decode steps and a rewind, on
 // caches whose block ids are not 0, 1, 2, ... (a neighbour holds the first block).
 void check_bit_identical(const std::string& path, const std::vector<std::vector<int32_t>>& prompts,
-                         size_t bt, bool q8_0) {
+                         size_t bt, bool q8_0, PoolLayers layers = PoolLayers::kAll) {
   REQUIRE(prompts.size() >= 3);
   auto cpu = load_model(path, 2, q8_0);
   auto dev = load_model(path, 3, q8_0);
-  PagedPool p = make_pool(*dev->runner, bt, 600 / bt + 16);
+  const bool full_only = layers == PoolLayers::kFullOnly;
+  PagedPool p = full_only ? make_full_layer_pool(*dev->runner, bt, 600 / bt + 16)
+                          : make_pool(*dev->runner, bt, 600 / bt + 16);
   install(*dev->runner, p, q8_0);
   PagedKvCache neighbour(*p.pool, *p.allocator, 100, 64);
   REQUIRE(neighbour.prepare_write(0, 1).ok());
 
   std::vector<std::unique_ptr<KvCache>> cc;
-  std::vector<std::unique_ptr<PagedKvCache>> dc;
+  std::vector<std::unique_ptr<KvCache>> dc;
   for (size_t s = 0; s < 3; ++s) {
     cc.push_back(cpu->runner->new_kv_cache(256));
-    dc.push_back(std::make_unique<PagedKvCache>(*p.pool, *p.allocator, s + 1, 256));
+    auto paged = std::make_unique<PagedKvCache>(*p.pool, *p.allocator, s + 1, 256);
+    dc.push_back(full_only ? dev->runner->wrap_kv_cache(std::move(paged), 256) : std::move(paged));
   }
   std::vector<std::vector<int32_t>> seen(3);  // every token each sequence was fed
   auto batch = [&](std::vector<std::pair<size_t, std::vector<int32_t>>>& parts, size_t rewind,
                    LogitsWanted w0, bool dev_side) {
     std::vector<SequenceInput> b;
     for (auto& [s, toks] : parts) {
-      KvCache* c = dev_side ? static_cast<KvCache*>(dc[s].get()) : cc[s].get();
+      KvCache* c = dev_side ? dc[s].get() : cc[s].get();
       const size_t start = c->length() - (s == 1 ? rewind : 0);
       b.push_back(
           {c, toks, start, s == 0 ? w0 : (s == 1 ? LogitsWanted::kAll : LogitsWanted::kLast)});
@@ -120,7 +130,8 @@ void check_bit_identical(const std::string& path, const std::vector<std::vector<
   };
 
   const size_t half = prompts[0].size() / 2;
-  INFO(path << ", block tokens " << bt << (q8_0 ? ", q8_0 activations" : ""));
+  INFO(path << ", block tokens " << bt << (q8_0 ? ", q8_0 activations" : "")
+            << (full_only ? ", pool of the full layers" : ""));
   ForwardOutput out =
       step({{0, std::vector<int32_t>(prompts[0].begin(), prompts[0].begin() + half)},
             {1, prompts[1]},
@@ -170,6 +181,24 @@ TEST_CASE("a dense executor is bit-identical on the HF models (shared expert, bi
   for (const char* arch : {"qwen2_moe", "olmoe", "mixtral_sharded", "qwen3_moe_bf16"}) {
     check_bit_identical(hf_dir(arch), hf_prompts(arch), 3, true);
   }
+}
+
+TEST_CASE("a dense executor is bit-identical on gpt-oss (sinks, sliding windows, biases, YaRN)",
+          "[runtime][dense_executor][gpt-oss]") {
+  // Windows of 8 over prompts of 52-62 tokens: the windowed layers read the last blocks of each
+  // table. A pool of every layer, and the scheduler's pool of the full layers with the windowed
+  // layers' host rings beside it (the mirror keeps them at the full layers' block ids).
+  const std::string dir = std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/";
+  for (size_t bt : {size_t{1}, size_t{3}, size_t{16}}) {
+    for (PoolLayers layers : {PoolLayers::kAll, PoolLayers::kFullOnly}) {
+      check_bit_identical(dir + "tiny-gpt-oss-all-f32.gguf", tiny_prompts("ref-all-f32.json", dir),
+                          bt, false, layers);
+    }
+  }
+  check_bit_identical(dir + "tiny-gpt-oss-q8_0.gguf", tiny_prompts("ref-q8_0.json", dir), 3, true,
+                      PoolLayers::kFullOnly);
+  check_bit_identical(hf_dir("gpt_oss_mxfp4"), hf_prompts("gpt_oss_mxfp4"), 3, true,
+                      PoolLayers::kFullOnly);
 }
 
 TEST_CASE("copy-on-write of a forked sequence's shared block reaches the executor's mirror",
@@ -440,6 +469,31 @@ TEST_CASE("the CUDA dense memory estimate needs no device and counts every kind"
   CHECK(estimate_cuda_dense_bytes(spec, w, {spec.n_layers, spec.kv_dim(), 16, size_t{1} << 62}, 8)
             .status()
             .code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE(
+    "the CUDA dense estimate of a model with windows: the pool's full layers, every layer "
+    "mirrored",
+    "[runtime][dense_executor][estimate][gpt-oss]") {
+  auto m = load_model(std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/tiny-gpt-oss-f32.gguf");
+  const model::ModelSpec& spec = *m->checkpoint.spec;
+  const model::ModelWeights& w = *m->checkpoint.weights;
+  const size_t n_full = KvLayerLayout::of(spec).n_full;
+  REQUIRE(n_full > 0);
+  REQUIRE(n_full < spec.n_layers);
+  const uint64_t want_kv = 2 * spec.n_layers * 40 * 16 * spec.kv_dim() * sizeof(float);
+  for (size_t pool_layers : {n_full, spec.n_layers}) {
+    INFO("pool of " << pool_layers << " layers");
+    auto est = estimate_cuda_dense_bytes(spec, w, {pool_layers, spec.kv_dim(), 16, 40}, 64);
+    INFO((est.ok() ? "" : est.status().to_string()));
+    REQUIRE(est.ok());
+    CHECK(est->kv == want_kv);  // the windowed layers keep every position on the device
+  }
+  const auto other =
+      estimate_cuda_dense_bytes(spec, w, {spec.n_layers + 1, spec.kv_dim(), 16, 40}, 64);
+  CHECK(other.status().code() == StatusCode::kInvalidArgument);
+  CHECK(other.status().message().find("full layers") != std::string::npos);
+  CHECK(dense_executor_unsupported(spec).empty());
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ class HostDenseExecutor final : public DenseExecutor {
                     kernels::MatmulActivations mode, size_t max_tokens)
       : pool_(pool), cpu_(spec, weights, nullptr, mode), max_tokens_(max_tokens) {
     const size_t floats = pool.n_blocks() * pool.block_tokens() * pool.kv_dim();
-    keys_.assign(pool.n_layers(), std::vector<float>(floats, std::nanf("")));
+    keys_.assign(spec.n_layers, std::vector<float>(floats, std::nanf("")));  // every layer
     values_ = keys_;
   }
 
