@@ -125,7 +125,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
   const model::ModelSpec& spec = *checkpoint.spec;
   TANDEM_RETURN_IF_ERROR(
       check_context_length(options.context_length, spec.context_length, checkpoint.path));
-  TANDEM_ASSIGN_OR_RETURN(probe, fit_probe_to_model(options, spec, probe));
+  TANDEM_ASSIGN_OR_RETURN(probe, fit_probe_to_model(options, checkpoint, probe));
   TANDEM_ASSIGN_OR_RETURN(const placement::GpuBudget budget,
                           expert_budget(options, checkpoint, probe));
   TANDEM_ASSIGN_OR_RETURN(engine->placement_,

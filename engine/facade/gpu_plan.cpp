@@ -93,10 +93,24 @@ Result<GpuProbe> probe_gpu(const EngineOptions& options) {
   return probe;
 }
 
-Result<GpuProbe> fit_probe_to_model(const EngineOptions& options, const model::ModelSpec& spec,
-                                    GpuProbe probe) {
-  const std::string why = runtime::dense_executor_unsupported(spec);
-  if (!probe.dense_on_gpu || why.empty()) return probe;
+Result<GpuProbe> fit_probe_to_model(const EngineOptions& options,
+                                    const model::Checkpoint& checkpoint, GpuProbe probe) {
+  if (!probe.dense_on_gpu) return probe;
+  if (!checkpoint.spec || !checkpoint.weights) {
+    return failed_precondition_error("GPU plan: the checkpoint is not a runnable model");
+  }
+  const model::ModelSpec& spec = *checkpoint.spec;
+  std::string why = runtime::dense_executor_unsupported(spec);
+  if (why.empty()) {
+    // The types of the matrices the executor would upload (the KV geometry does not matter).
+    TANDEM_ASSIGN_OR_RETURN(
+        const runtime::DenseDevicePlan plan,
+        runtime::plan_dense_device(spec, *checkpoint.weights,
+                                   {spec.n_layers, spec.kv_dim(), kKvBlockTokens, 1},
+                                   batch_tokens(options)));
+    why = runtime::cuda_dense_unsupported_tensor(plan);
+  }
+  if (why.empty()) return probe;
   if (options.dense_device == DenseDevice::kGpu) {
     return failed_precondition_error("runtime.dense_device is gpu but " +
                                      std::string(model::architecture_name(spec.architecture)) +

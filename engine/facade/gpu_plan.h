@@ -38,11 +38,12 @@ struct GpuProbe {
 // not silently run everything on the CPU). Logs what it found. Main thread.
 Result<GpuProbe> probe_gpu(const EngineOptions& options);
 
-// The probe as `spec` can use it: dense_on_gpu cleared, with a log line, when the model's dense
-// parts cannot run on the GPU (runtime::dense_executor_unsupported) and dense_device is auto;
-// FAILED_PRECONDITION naming what is missing when it is gpu.
-Result<GpuProbe> fit_probe_to_model(const EngineOptions& options, const model::ModelSpec& spec,
-                                    GpuProbe probe);
+// The probe as the checkpoint can use it: dense_on_gpu cleared, with a log line, when the model's
+// dense parts cannot run on the GPU (runtime::dense_executor_unsupported, or a dense matrix of a
+// type the CUDA kernels do not take: runtime::cuda_dense_unsupported_tensor) and dense_device is
+// auto; FAILED_PRECONDITION naming what is missing when it is gpu. Errors of the dense plan.
+Result<GpuProbe> fit_probe_to_model(const EngineOptions& options,
+                                    const model::Checkpoint& checkpoint, GpuProbe probe);
 
 // What the device offers the engine: probe.free_bytes less default headroom, capped by
 // EngineOptions::gpu_memory_budget.

@@ -14,7 +14,6 @@
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/scheduler.h"
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/dense_ops.h"
 
 namespace tandem::runtime {
@@ -117,13 +116,8 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
   const KvGeometry geometry{pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks()};
   TANDEM_ASSIGN_OR_RETURN(DenseDevicePlan plan,
                           plan_dense_device(spec, weights, geometry, options.max_batch_tokens));
-  for (const DeviceUpload& u : plan.uploads) {
-    if (u.matrix && !kc::dense_matmul_supports(u.type)) {
-      return unimplemented_error(
-          "tensor '" + u.name + "' has type " + std::string(tensor_type_name(u.type)) +
-          ", which the CUDA dense kernels do not take (supported: " + kc::cuda_weight_type_names() +
-          ")");
-    }
+  if (const std::string why = cuda_dense_unsupported_tensor(plan); !why.empty()) {
+    return unimplemented_error(why);
   }
 
   std::unique_ptr<CudaDenseExecutor> e(new CudaDenseExecutor());

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/runtime/windowed_kv_cache.h"
+#include "kernels/cuda/cuda_weight_types.h"
 
 namespace tandem::runtime {
 namespace {
@@ -41,7 +42,7 @@ class Planner {
     ref.cols = w.cols;
     const uint64_t bytes = static_cast<uint64_t>(w.rows) * w.row_bytes;
     ref.offset = weights.take(w.rows, w.row_bytes);
-    plan_.uploads.push_back({name_of(info, "?"), w.data, bytes, ref.offset, true, w.type});
+    plan_.uploads.push_back({name_of(info, "?"), w.data, bytes, ref.offset, true, w.type, w.cols});
     return ref;
   }
 
@@ -167,6 +168,21 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
   plan.bytes.scratch = sb.used;
   plan.pinned_bytes = pb.used;
   return plan;
+}
+
+std::string cuda_dense_unsupported_tensor(const DenseDevicePlan& plan) {
+  for (const DeviceUpload& u : plan.uploads) {
+    if (!u.matrix) continue;
+    if (kernels::cuda::find_cuda_weight_type(u.type) == nullptr) {
+      return "tensor '" + u.name + "' has type " + std::string(tensor_type_name(u.type)) +
+             ", which the CUDA dense kernels do not take (supported: " +
+             kernels::cuda::cuda_weight_type_names() + ")";
+    }
+    const Status cols = kernels::cuda::check_cuda_weight_cols(
+        u.type, u.cols, "tensor '" + u.name + "'", "its columns");
+    if (!cols.ok()) return cols.message();
+  }
+  return "";
 }
 
 Result<CudaDenseBytes> estimate_cuda_dense_bytes(const model::ModelSpec& spec,

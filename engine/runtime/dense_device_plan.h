@@ -77,6 +77,7 @@ struct DeviceUpload {
   uint64_t offset = 0;
   bool matrix = false;
   TensorType type = TensorType::kF32;  // of a matrix (vectors are uploaded as float)
+  size_t cols = 0;                     // of a matrix
 };
 
 // Byte offsets of the scratch regions within the scratch buffer (floats unless noted).
@@ -121,6 +122,12 @@ struct DenseDevicePlan {
 Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
                                           const model::ModelWeights& weights, const KvGeometry& kv,
                                           size_t max_batch_tokens);
+
+// "" when every matrix of plan.uploads has a type the CUDA dense kernels take, in whole blocks per
+// row (kernels/cuda/cuda_weight_types.h); otherwise why not, naming the first tensor that does not
+// ("tensor 'blk.0.attn_q.weight' has type iq2_xxs, which the CUDA dense kernels do not take
+// (supported: ...)"). No device needed: tandemd asks before it chooses where the dense parts run.
+std::string cuda_dense_unsupported_tensor(const DenseDevicePlan& plan);
 
 // The device bytes CudaDenseExecutor::create allocates for these inputs (plan_dense_device's
 // bytes): weights and KV exact, scratch as allocated at creation (the block-table region grows

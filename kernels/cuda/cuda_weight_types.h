@@ -21,8 +21,8 @@ namespace tandem::kernels::cuda {
 // One weight type the kernels take. block_elements / block_bytes repeat the type's TensorTypeTraits
 // as compile-time constants for the device code (tests/kernels/cuda_dense_ops_test.cpp checks that
 // they agree). alignment: what the weight pointer (and so, given the block size, every row) must be
-// aligned to: the widest element load of the type's conversion (Q4_0, MXFP4 and the K-quants are
-// read byte by byte and need none).
+// aligned to: the widest element load of the type's conversion (Q4_0, Q4_1, Q5_0, Q5_1, MXFP4 and
+// the K-quants are read byte by byte and need none).
 struct CudaWeightType {
   TensorType type;
   uint32_t block_elements;  // a row must hold whole blocks: cols % block_elements == 0
@@ -31,11 +31,19 @@ struct CudaWeightType {
 };
 
 inline constexpr CudaWeightType kCudaWeightTypes[] = {
-    {TensorType::kF32, 1, 4, 4},      {TensorType::kF16, 1, 2, 2},
-    {TensorType::kBF16, 1, 2, 2},     {TensorType::kQ8_0, 32, 34, 2},
-    {TensorType::kQ4_0, 32, 18, 1},   {TensorType::kMXFP4, 32, 17, 1},
-    {TensorType::kQ4_K, 256, 144, 1}, {TensorType::kQ5_K, 256, 176, 1},
-    {TensorType::kQ6_K, 256, 210, 1}, {TensorType::kF8_E4M3_B128, 128, 132, 1},
+    {TensorType::kF32, 1, 4, 4},
+    {TensorType::kF16, 1, 2, 2},
+    {TensorType::kBF16, 1, 2, 2},
+    {TensorType::kQ8_0, 32, 34, 2},
+    {TensorType::kQ4_0, 32, 18, 1},
+    {TensorType::kQ4_1, 32, 20, 1},
+    {TensorType::kQ5_0, 32, 22, 1},
+    {TensorType::kQ5_1, 32, 24, 1},
+    {TensorType::kMXFP4, 32, 17, 1},
+    {TensorType::kQ4_K, 256, 144, 1},
+    {TensorType::kQ5_K, 256, 176, 1},
+    {TensorType::kQ6_K, 256, 210, 1},
+    {TensorType::kF8_E4M3_B128, 128, 132, 1},
 };
 
 // The row of `type`, or null when the kernels do not take it.

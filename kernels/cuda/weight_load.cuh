@@ -6,8 +6,8 @@
 // kernels::WeightMatrix). For a block type, k is a multiple of its block (32 or 256; the launchers
 // check it); for F32/F16/BF16 any k > 0 works and columns >= k read as zero. The matrix start must
 // be aligned to the type's CudaWeightType::alignment (matmul_enqueue checks it; the expert FFN's
-// callers must give it). Q4_0, MXFP4, the K-quants and F8_E4M3_B128 are read byte by byte (their
-// rows start at multiples of 18, 17, 144, 176, 210 or 132 bytes).
+// callers must give it). Q4_0, Q4_1, Q5_0, Q5_1, MXFP4, the K-quants and F8_E4M3_B128 are read
+// byte by byte (their rows start at multiples of 18, 20, 22, 24, 17, 144, 176, 210 or 132 bytes).
 //
 // Every conversion gives exactly the float of kernels::dequantize() (kernels/cpu): the same float
 // operations in the same order, written as __fmul_rn / __fsub_rn so that nvcc's default FMA
@@ -77,6 +77,36 @@ __device__ __forceinline__ void q4_0(const uint8_t* block, int j0, float* dst) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     dst[j] = __fmul_rn(static_cast<float>(((qs[j] >> shift) & 0x0f) - 8), d);
+  }
+}
+
+// Little-endian 32 bits from four bytes (no alignment needed).
+__device__ __forceinline__ unsigned le32(const uint8_t* p) {
+  return static_cast<unsigned>(p[0]) | (static_cast<unsigned>(p[1]) << 8) |
+         (static_cast<unsigned>(p[2]) << 16) | (static_cast<unsigned>(p[3]) << 24);
+}
+
+// Q4_1 (20 B: fp16 d, fp16 m, qs[16]), Q5_0 (22 B: fp16 d, uint32 qh, qs[16]) and Q5_1 (24 B: fp16
+// d, fp16 m, uint32 qh, qs[16]): the Q4_0 nibble order, bit j of qh the fifth bit of element j;
+// values Q4_1 q * d + m, Q5_0 (q - 16) * d, Q5_1 q * d + m (kernels::dequantize_q4_1 / q5_0 /
+// q5_1). j0 in {0, 8, 16, 24}.
+template <bool kFifthBit, bool kMin>
+__device__ __forceinline__ void legacy_q45(const uint8_t* block, int j0, float* dst) {
+  const float d = half_at(block);
+  const float m = kMin ? half_at(block + 2) : 0.0f;
+  const uint8_t* after_scales = block + (kMin ? 4 : 2);
+  const unsigned qh = kFifthBit ? le32(after_scales) : 0u;
+  const uint8_t* qs = after_scales + (kFifthBit ? 4 : 0) + j0 % 16;
+  const int shift = j0 < 16 ? 0 : 4;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    int q = (qs[j] >> shift) & 0x0f;
+    if constexpr (kFifthBit) q |= static_cast<int>(((qh >> (j0 + j)) & 1u) << 4);
+    if constexpr (kMin) {
+      dst[j] = __fadd_rn(__fmul_rn(static_cast<float>(q), d), m);
+    } else {
+      dst[j] = __fmul_rn(static_cast<float>(q - 16), d);
+    }
   }
 }
 
@@ -214,6 +244,12 @@ __device__ __forceinline__ void load8(const uint8_t* row, int c0, int k, float* 
       detail::q8_0(block, e0, dst);
     } else if constexpr (T == TensorType::kQ4_0) {
       detail::q4_0(block, e0, dst);
+    } else if constexpr (T == TensorType::kQ4_1) {
+      detail::legacy_q45<false, true>(block, e0, dst);
+    } else if constexpr (T == TensorType::kQ5_0) {
+      detail::legacy_q45<true, false>(block, e0, dst);
+    } else if constexpr (T == TensorType::kQ5_1) {
+      detail::legacy_q45<true, true>(block, e0, dst);
     } else if constexpr (T == TensorType::kMXFP4) {
       detail::mxfp4(block, e0, dst);
     } else if constexpr (T == TensorType::kQ4_K) {

@@ -551,7 +551,7 @@ TEST_CASE("expert_ffn kernels scale by the routing weight and combine in slot or
   check_close(got, want, tolerance(TensorType::kQ8_0));
 
   // An unsupported type is refused before any launch.
-  group.down_type = TensorType::kQ4_1;
+  group.down_type = TensorType::kIQ4_NL;
   CHECK(kc::expert_ffn_enqueue(group, nullptr).code() == StatusCode::kInvalidArgument);
 }
 
@@ -566,15 +566,15 @@ TEST_CASE("CUDA expert worker refuses what it cannot run", "[cuda][experts]") {
     return;
   }
   testing::RandomExperts model = random_experts(TensorType::kF16, 3);
-  // Q4_1 is a valid model type the CUDA kernels do not take (same block size as Q8_0's 32).
-  std::vector<uint8_t> q4(kExperts * kFfn * (kHidden / 32) * 20, 0);
-  model.tensors[0].type = TensorType::kQ4_1;
-  model.tensors[0].data = q4;
+  // IQ4_NL is a valid model type the CUDA kernels do not take (same block size as Q8_0's 32).
+  std::vector<uint8_t> iq4(kExperts * kFfn * (kHidden / 32) * 18, 0);
+  model.tensors[0].type = TensorType::kIQ4_NL;
+  model.tensors[0].data = iq4;
   auto bad = CudaExpertWorker::create(model.spec, model.weights, ExpertMap(), {});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().code() == StatusCode::kUnimplemented);
   CHECK_THAT(bad.status().message(),
-             Catch::Contains("q4_1") && Catch::Contains(kernels::cuda::cuda_weight_type_names()));
+             Catch::Contains("iq4_nl") && Catch::Contains(kernels::cuda::cuda_weight_type_names()));
 
   CudaExpertWorker::Options options;
   options.device = 1000;

@@ -130,13 +130,14 @@ TEST_CASE("CUDA dense ops reject bad arguments before any CUDA call", "[cuda]") 
     CHECK(cuda_weight_type_names().find(std::string(tensor_type_name(t.type))) !=
           std::string::npos);
   }
-  CHECK_FALSE(dense_matmul_supports(TensorType::kQ4_1));
+  CHECK_FALSE(dense_matmul_supports(TensorType::kIQ4_NL));
   DeviceMatrix bad = w;
-  bad.type = TensorType::kQ4_1;
+  bad.type = TensorType::kIQ4_NL;
   const Status unsupported = matmul_enqueue(bad, buf, 1, buf + 32, nullptr);
   CHECK(unsupported.code() == kInvalid);
-  CHECK_THAT(std::string(unsupported.message()),
-             Catch::Contains("q4_1") && Catch::Contains("supported: " + cuda_weight_type_names()));
+  CHECK_THAT(
+      std::string(unsupported.message()),
+      Catch::Contains("iq4_nl") && Catch::Contains("supported: " + cuda_weight_type_names()));
   for (TensorType kquant : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
     bad = w;
     bad.type = kquant;

@@ -43,6 +43,17 @@ inline std::vector<uint8_t> random_quant_bytes(TensorType type, size_t rows, siz
       case TensorType::kQ4_0:  // (q - 8) * d, q < 16
         put_half(block, -0.05f, 0.05f);
         break;
+      case TensorType::kQ4_1:  // q * d + m, q < 16
+        put_half(block, -0.025f, 0.025f);
+        put_half(block + 2, -0.02f, 0.02f);
+        break;
+      case TensorType::kQ5_0:  // (q - 16) * d, q < 32
+        put_half(block, -0.025f, 0.025f);
+        break;
+      case TensorType::kQ5_1:  // q * d + m, q < 32
+        put_half(block, -0.012f, 0.012f);
+        put_half(block + 2, -0.02f, 0.02f);
+        break;
       case TensorType::kMXFP4:  // kvalues[q] * 2^(e - 128), |kvalues| <= 12
         block[0] = static_cast<uint8_t>(rng() % 16 == 0 ? rng() % 2 : top - 5 + rng() % 6);
         break;

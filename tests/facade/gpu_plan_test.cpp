@@ -1,0 +1,91 @@
+// fit_probe_to_model and cuda_dense_unsupported_tensor: where the dense parts of a model can run,
+// decided from the checkpoint alone (no device needed: the probe is made up).
+#include "engine/facade/gpu_plan.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "engine/runtime/dense_device_plan.h"
+
+namespace tandem::engine {
+namespace {
+
+const std::string kShared = std::string(TANDEM_SHARED_DIR) + "/data/";
+
+// A probe that found a device and chose it for the dense parts.
+GpuProbe device_probe() {
+  GpuProbe probe;
+  probe.backend_built = true;
+  probe.n_devices = 1;
+  probe.label = "device 0 (test)";
+  probe.free_bytes = uint64_t{1} << 34;
+  probe.dense_on_gpu = true;
+  return probe;
+}
+
+EngineOptions options_for(DenseDevice dense) {
+  EngineOptions o;
+  o.dense_device = dense;
+  return o;
+}
+
+TEST_CASE("fit_probe_to_model keeps the GPU for a model its kernels run, and says why not",
+          "[engine][gpu]") {
+  for (const char* file : {"tiny-moe/tiny-moe-q8_0.gguf", "tiny-gpt-oss/tiny-gpt-oss-q8_0.gguf"}) {
+    INFO(file);
+    Result<model::Checkpoint> c = model::open_model(kShared + file);
+    REQUIRE(c.ok());
+    const Result<GpuProbe> p = fit_probe_to_model(options_for(DenseDevice::kAuto), *c, device_probe());
+    REQUIRE(p.ok());
+    CHECK(p->dense_on_gpu);
+  }
+  // MLA: the CPU with auto, a refusal naming it with gpu.
+  Result<model::Checkpoint> ds = model::open_model(kShared + "tiny-deepseek2/tiny-deepseek2-f32.gguf");
+  REQUIRE(ds.ok());
+  const Result<GpuProbe> cpu = fit_probe_to_model(options_for(DenseDevice::kAuto), *ds, device_probe());
+  REQUIRE(cpu.ok());
+  CHECK_FALSE(cpu->dense_on_gpu);
+  const Result<GpuProbe> refused = fit_probe_to_model(options_for(DenseDevice::kGpu), *ds, device_probe());
+  CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(refused.status().message().find("multi-head latent attention") != std::string::npos);
+  // No GPU chosen: nothing to decide.
+  GpuProbe none = device_probe();
+  none.dense_on_gpu = false;
+  const Result<GpuProbe> unchanged = fit_probe_to_model(options_for(DenseDevice::kAuto), *ds, none);
+  REQUIRE(unchanged.ok());
+  CHECK_FALSE(unchanged->dense_on_gpu);
+}
+
+TEST_CASE("cuda_dense_unsupported_tensor names the first matrix the CUDA kernels cannot take",
+          "[engine][gpu]") {
+  Result<model::Checkpoint> c = model::open_model(kShared + "tiny-moe/tiny-moe-q8_0.gguf");
+  REQUIRE(c.ok());
+  const model::ModelSpec& spec = *c->spec;
+  Result<runtime::DenseDevicePlan> plan =
+      runtime::plan_dense_device(spec, *c->weights, {spec.n_layers, spec.kv_dim(), 16, 1}, 8);
+  REQUIRE(plan.ok());
+  CHECK(runtime::cuda_dense_unsupported_tensor(*plan).empty());
+  runtime::DeviceUpload* matrix = nullptr;
+  for (runtime::DeviceUpload& u : plan->uploads) {
+    if (u.matrix && u.type == TensorType::kQ8_0) {
+      matrix = &u;
+      break;
+    }
+  }
+  REQUIRE(matrix != nullptr);
+  const std::string name = matrix->name;
+  matrix->type = TensorType::kIQ2_XXS;  // a type the CPU runs and the CUDA kernels do not
+  std::string why = runtime::cuda_dense_unsupported_tensor(*plan);
+  CHECK(why.find("'" + name + "'") != std::string::npos);
+  CHECK(why.find("iq2_xxs") != std::string::npos);
+  CHECK(why.find("supported: ") != std::string::npos);
+  matrix->type = TensorType::kQ5_0;  // taken, but its rows must be whole 32-element blocks
+  matrix->cols = 48;
+  why = runtime::cuda_dense_unsupported_tensor(*plan);
+  CHECK(why.find("'" + name + "'") != std::string::npos);
+  CHECK(why.find("multiple of 32") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::engine
