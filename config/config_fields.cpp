@@ -187,9 +187,9 @@ const FieldDescriptor kFields[] = {
     {.section = "runtime", .name = "dense_device",
      .doc = "Where attention, norms, routers, shared experts, the lm head and the KV cache run: "
             "auto = on the GPU when this tandemd was built with CUDA, the device "
-            "(runtime.cuda_device) exists and the GPU code runs the model's dense parts (not yet: "
-            "multi-head latent attention (DeepSeek-V2/V3, Kimi-K2); the start log names what is "
-            "missing), else on the CPU; gpu = "
+            "(runtime.cuda_device) exists and the GPU code runs the model's dense parts (not when a "
+            "dense matrix has a type the CUDA kernels do not take, e.g. an i-quant; the start log "
+            "names it), else on the CPU; gpu = "
             "on the GPU or refuse to start; cpu = on the CPU (routed experts still follow the "
             "placement). The token embedding always stays in CPU memory.",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::dense_device>},

@@ -144,17 +144,21 @@ Result<placement::GpuMemoryDemand> gpu_fixed_demand(const EngineOptions& options
                                                       tokens, spec.n_experts_used, spec.n_experts);
   }
   if (probe.dense_on_gpu) {
-    // The scheduler's pool geometry for kv_cache_bytes (16-position blocks; whole blocks of the
-    // budget; the full-attention layers only, as the pool holds them), before the scheduler
-    // exists. Sliding-window rings come out of the same budget, so the pool may get a few blocks
-    // fewer: the estimate errs on the large side. The mirror holds every layer for those blocks.
+    // The scheduler's pool geometry for kv_cache_bytes (16-position blocks; whole blocks of what
+    // the sliding-window rings leave; the full-attention layers only, as the pool holds them; the
+    // float rows the host pool keeps while the dense parts are on the GPU), before the scheduler
+    // exists. The mirror holds every layer for those blocks.
+    const runtime::KvLayerLayout layout = runtime::KvLayerLayout::of(spec);
     runtime::KvGeometry kv;
-    kv.n_layers = runtime::KvLayerLayout::of(spec).n_full;
+    kv.n_layers = layout.n_full;
     kv.kv_dim = spec.kv_dim();
     kv.block_tokens = kKvBlockTokens;
-    const uint64_t block_bytes =
-        uint64_t{2} * kv.n_layers * kv.kv_dim * sizeof(float) * kv.block_tokens;
-    kv.n_blocks = block_bytes == 0 ? 0 : options.kv_cache_bytes / block_bytes;
+    const uint64_t planes = spec.kv_value_dim() == 0 ? 1 : 2;  // MLA: the latent rows alone
+    const uint64_t block_bytes = planes * kv.n_layers * kv.kv_dim * sizeof(float) * kv.block_tokens;
+    const auto rings = static_cast<uint64_t>(
+        runtime::window_rings_budget_bytes(layout, kv.kv_dim, options.limits));
+    const uint64_t pool_bytes = options.kv_cache_bytes > rings ? options.kv_cache_bytes - rings : 0;
+    kv.n_blocks = block_bytes == 0 ? 0 : pool_bytes / block_bytes;
     TANDEM_RETURN_IF_ERROR(add_dense_demand(checkpoint, kv, tokens, demand));
   }
   return demand;

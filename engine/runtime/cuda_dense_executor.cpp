@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include "engine/runtime/cuda_dense_device.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/scheduler.h"
 #include "kernels/cuda/cuda_status.h"
@@ -46,53 +47,6 @@ Status device_alloc(void** ptr, uint64_t bytes, const char* what, int device) {
 }
 
 }  // namespace
-
-// Everything on the device (and the pinned staging), freed on destruction.
-struct CudaDenseExecutor::Device {
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  uint8_t* weights = nullptr;
-  float* kv = nullptr;
-  uint8_t* scratch = nullptr;
-  uint8_t* pinned = nullptr;
-  // The block-table buffers: inside scratch / pinned until a batch needs more (then owned).
-  int32_t* tables = nullptr;
-  int32_t* pin_tables = nullptr;
-  void* own_tables = nullptr;
-  void* own_pin_tables = nullptr;
-  size_t table_capacity = 0;
-
-  std::vector<DeviceLayerRefs> layers;
-  DeviceVectorRef output_norm;
-  DeviceMatrixRef lm_head;
-  DeviceScratchLayout s;
-  size_t kv_layer_floats = 0;  // n_blocks * block_tokens * kv_dim
-  size_t n_seqs = 0;
-
-  ~Device() {
-    cudaSetDevice(device);
-    if (stream != nullptr) cudaStreamSynchronize(stream);
-    for (void* p : {static_cast<void*>(weights), static_cast<void*>(kv),
-                    static_cast<void*>(scratch), own_tables}) {
-      if (p != nullptr) cudaFree(p);
-    }
-    for (void* p : {static_cast<void*>(pinned), own_pin_tables}) {
-      if (p != nullptr) cudaFreeHost(p);
-    }
-    if (stream != nullptr) cudaStreamDestroy(stream);
-  }
-
-  float* f(uint64_t offset) const { return reinterpret_cast<float*>(scratch + offset); }
-  int32_t* i(uint64_t offset) const { return reinterpret_cast<int32_t*>(scratch + offset); }
-  float* pf(uint64_t offset) const { return reinterpret_cast<float*>(pinned + offset); }
-  int32_t* pi(uint64_t offset) const { return reinterpret_cast<int32_t*>(pinned + offset); }
-  const float* vec(const DeviceVectorRef& r) const {
-    return reinterpret_cast<const float*>(weights + r.offset);
-  }
-  kc::DeviceMatrix mat(const DeviceMatrixRef& r) const {
-    return kc::DeviceMatrix{r.type, weights + r.offset, r.rows, r.cols};
-  }
-};
 
 CudaDenseExecutor::CudaDenseExecutor() : d_(std::make_unique<Device>()) {}
 
@@ -168,6 +122,7 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
   d.pin_tables = d.pi(d.s.pin_tables);
   d.table_capacity = d.s.table_capacity;
   d.kv_layer_floats = pool.n_blocks() * pool.block_tokens() * pool.kv_dim();
+  d.kv_planes = pool.keys_only() ? 1 : 2;
   return e;
 }
 
@@ -248,6 +203,7 @@ Status CudaDenseExecutor::begin(const DenseBatch& b) {
 
 Status CudaDenseExecutor::attention(size_t layer) {
   TANDEM_RETURN_IF_ERROR(check_layer(layer));
+  if (spec_.attention == model::AttentionKind::kMla) return mla_attention(layer);
   Device& d = *d_;
   const DeviceLayerRefs& L = d.layers[layer];
   const size_t n = n_tokens_;
@@ -291,19 +247,9 @@ Status CudaDenseExecutor::attention(size_t layer) {
   TANDEM_RETURN_IF_ERROR(kc::rope_enqueue(q, n, spec_.n_heads, positions, rope, st));
   TANDEM_RETURN_IF_ERROR(kc::rope_enqueue(k, n, spec_.n_kv_heads, positions, rope, st));
 
-  kc::DeviceKvLayer kv;
-  kv.keys = d.kv + (2 * layer) * d.kv_layer_floats;
-  kv.values = d.kv + (2 * layer + 1) * d.kv_layer_floats;
-  kv.block_rows = pool_->block_tokens();
-  kv.n_blocks = pool_->n_blocks();
-  kv.kv_dim = kv_dim;
+  const kc::DeviceKvLayer kv = d.kv_layer(layer, *pool_);
   TANDEM_RETURN_IF_ERROR(kc::kv_write_enqueue(kv, k, v, d.i(d.s.slots), n, st));
-  kc::DeviceAttentionBatch batch;
-  batch.n_tokens = n;
-  batch.token_seq = d.i(d.s.token_seq);
-  batch.token_pos = positions;
-  batch.table_begin = d.i(d.s.table_begin);
-  batch.tables = d.tables;
+  const kc::DeviceAttentionBatch batch = d.attention_batch(n);
   kc::DeviceAttentionShape shape;
   shape.n_heads = spec_.n_heads;
   shape.n_kv_heads = spec_.n_kv_heads;
@@ -481,7 +427,7 @@ Status CudaDenseExecutor::copy_block(BlockId src, BlockId dst) {
   }
   TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device), "cudaSetDevice");
   const size_t block = pool_->block_tokens() * pool_->kv_dim();
-  for (size_t l = 0; l < 2 * spec_.n_layers; ++l) {  // K and V of every layer of the mirror
+  for (size_t l = 0; l < d.kv_planes * spec_.n_layers; ++l) {  // every plane of every layer
     float* base = d.kv + l * d.kv_layer_floats;
     TANDEM_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(base + static_cast<size_t>(dst) * block,

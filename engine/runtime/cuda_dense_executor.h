@@ -36,12 +36,13 @@ struct CudaDenseInfo {
 // Holds, in device memory it owns (three cudaMallocs: weights, KV, scratch — the sizes of
 // estimate_cuda_dense_bytes — plus a larger block-table buffer if a batch ever needs one): every
 // dense weight but the token embedding (matrices in their file type, one of
-// kernels/cuda/cuda_weight_types.h; norms and biases as float), a KV mirror with the host pool's
-// geometry and layout, and scratch for max_batch_tokens tokens; page-locked host buffers stage
-// every transfer. All work runs on one stream it owns; moe_input and logits synchronise with it,
-// the other calls only enqueue. Arithmetic is float (quantized weights meet float activations), so
-// results match the CPU path with quantized_activations = false to float rounding (sums reduced in
-// another order), not bit for bit.
+// kernels/cuda/cuda_weight_types.h; MLA's per-head k_b / v_b back to back; norms and biases as
+// float), a KV mirror with the host pool's block geometry for every model layer (K and V, or the
+// latent rows alone for MLA), and scratch for max_batch_tokens tokens; page-locked host buffers
+// stage every transfer. All work runs on one stream it owns; moe_input and logits synchronise with
+// it, the other calls only enqueue. Arithmetic is float (quantized weights meet float activations),
+// so results match the CPU path with quantized_activations = false to float rounding (sums reduced
+// in another order), not bit for bit.
 //
 // Threads: as DenseExecutor (one calling thread at a time; each call makes the device current).
 // The host KvPool must outlive every call (not the destructor); the checkpoint only needs to live
@@ -50,8 +51,9 @@ class CudaDenseExecutor final : public DenseExecutor {
  public:
   // Errors, all before anything is kept: UNAVAILABLE when the runtime reports no device (or no
   // driver); INVALID_ARGUMENT for a device ordinal that does not exist, a zero max_batch_tokens
-  // or a pool shaped for another model; UNIMPLEMENTED for a dense matrix whose type the kernels
-  // do not take (naming the tensor and the type) or a head_dim above 256; RESOURCE_EXHAUSTED
+  // or a pool shaped for another model; UNIMPLEMENTED for a model the kernels do not run
+  // (dense_executor_unsupported) or a dense matrix whose type they do not take (naming the
+  // tensor and the type); RESOURCE_EXHAUSTED
   // naming the bytes wanted (by kind) and free; INTERNAL with the CUDA error otherwise.
   static Result<std::unique_ptr<CudaDenseExecutor>> create(const model::ModelSpec& spec,
                                                            const model::ModelWeights& weights,
@@ -77,6 +79,8 @@ class CudaDenseExecutor final : public DenseExecutor {
   struct Device;
   CudaDenseExecutor();
   Status check_layer(size_t layer) const;
+  // attention() for multi-head latent attention (cuda_mla_attention.cpp).
+  Status mla_attention(size_t layer);
   // out = down(silu(gate h) * up h) on the device, [n x hidden].
   Status swiglu(const DeviceMatrixRef& gate, const DeviceMatrixRef& up, const DeviceMatrixRef& down,
                 const float* h, size_t n, float* out);

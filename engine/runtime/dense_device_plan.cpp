@@ -46,6 +46,28 @@ class Planner {
     return ref;
   }
 
+  // Head matrices of one type and shape, uploaded back to back (one upload per head: the legacy
+  // layout's value heads are row ranges of one checkpoint matrix, its key heads owned floats).
+  DeviceMatrixRef heads(const std::vector<kernels::WeightMatrix>& w,
+                        const model::TensorInfo* info) {
+    DeviceMatrixRef ref;
+    if (w.empty()) return ref;
+    ref.type = w[0].type;
+    ref.rows = w[0].rows;
+    ref.cols = w[0].cols;
+    const uint64_t head_bytes = static_cast<uint64_t>(w[0].rows) * w[0].row_bytes;
+    ref.offset = weights.take(w.size() * w[0].rows, w[0].row_bytes);
+    for (size_t j = 0; j < w.size(); ++j) {
+      if (w[j].type != ref.type || w[j].rows != ref.rows || w[j].cols != ref.cols) {
+        weights.ok = false;  // prepare_weights makes them alike; a plan error if not
+      }
+      plan_.uploads.push_back({name_of(info, "?") + " head " + std::to_string(j), w[j].data,
+                               head_bytes, ref.offset + j * head_bytes, true, w[j].type,
+                               w[j].cols});
+    }
+    return ref;
+  }
+
   DeviceVectorRef vector(const std::vector<float>& v, const model::TensorInfo* info) {
     DeviceVectorRef ref;
     if (v.empty()) return ref;
@@ -108,17 +130,21 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
       }
     }
     using R = model::WeightRole;
+    const bool legacy = W[R::kAttnKvB] != nullptr;
+    d.k_b = planner.heads(L.k_b, W[legacy ? R::kAttnKvB : R::kAttnKB]);
+    d.v_b = planner.heads(L.v_b, W[legacy ? R::kAttnKvB : R::kAttnVB]);
     ffn_max = std::max({ffn_max, L.matrix(R::kSharedGate).rows, L.matrix(R::kDenseGate).rows});
   }
 
   // Exact: one allocation of 2 * layers * blocks * block_tokens * kv_dim floats (no padding, so
   // not Bump::take, which would round the row count up to kDeviceAlign before the kv_dim factor).
   // Every model layer: a sliding-window layer keeps every position on the device too, addressed by
-  // the full layers' block ids (its attention reads only the window).
+  // the full layers' block ids (its attention reads only the window). MLA keeps keys only.
   Bump kvb;
   uint64_t kv_rows = 0;
   uint64_t kv_bytes = 0;
-  if (__builtin_mul_overflow(uint64_t{2} * spec.n_layers, kv.n_blocks, &kv_rows) ||
+  const uint64_t kv_planes = spec.kv_value_dim() == 0 ? 1 : 2;
+  if (__builtin_mul_overflow(kv_planes * spec.n_layers, kv.n_blocks, &kv_rows) ||
       __builtin_mul_overflow(kv_rows, kv.block_tokens, &kv_rows) ||
       __builtin_mul_overflow(kv_rows, kv.kv_dim * sizeof(float), &kv_bytes)) {
     kvb.ok = false;
@@ -145,6 +171,11 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
   s.ffn_b = sb.take(T, ffn_max, f);
   s.router = sb.take(T, std::max<uint64_t>(spec.n_experts, 1), f);
   s.gate_logit = sb.take(T, f);
+  const bool mla = spec.attention == model::AttentionKind::kMla;
+  const model::MlaSpec& m = spec.mla;
+  s.mla_qa = sb.take(T, mla ? m.q_lora_rank : 0, f);
+  s.mla_q = sb.take(T, mla ? spec.n_heads * m.q_head_dim() : 0, f);
+  s.mla_heads = sb.take(T, mla ? spec.n_heads * m.v_head_dim : 0, f);
   s.head_rows = sb.take(s.logit_chunk, hidden, f);
   s.logits = sb.take(s.logit_chunk, plan.lm_head.rows, f);
   s.positions = sb.take(T, sizeof(int32_t));

@@ -29,7 +29,9 @@ struct KvGeometry {
 // Device bytes by kind. A plain value.
 struct CudaDenseBytes {
   uint64_t dense_weights = 0;  // every dense matrix and vector but the token embedding
-  uint64_t kv = 0;  // the KV mirror: 2 x model layers x n_blocks x block_tokens x kv_dim floats
+  // The KV mirror: (2, or 1 for keys-only MLA) x model layers x n_blocks x block_tokens x kv_dim
+  // floats.
+  uint64_t kv = 0;
   uint64_t scratch = 0;  // activations and index arrays for max_batch_tokens tokens
   uint64_t total() const { return dense_weights + kv + scratch; }
 };
@@ -59,6 +61,10 @@ struct DeviceVectorRef {
 struct DeviceLayerRefs {
   std::array<DeviceMatrixRef, model::kWeightRoleCount> matrices;
   std::array<DeviceVectorRef, model::kWeightRoleCount> vectors;
+  // MLA (RoleUse::kHeadMatrices): PreparedLayer::k_b / v_b, one matrix per head back to back
+  // (rows and cols of one head's matrix; head j's rows start j * rows rows further), as
+  // kernels::cuda::batched_matmul_enqueue takes them. Absent for other attention kinds.
+  DeviceMatrixRef k_b, v_b;
   bool moe = false;
 
   const DeviceMatrixRef& matrix(model::WeightRole role) const {
@@ -88,8 +94,11 @@ struct DeviceScratchLayout {
   uint64_t ffn_a = 0, ffn_b = 0;               // [T x ffn_max] (absent when ffn_max is 0)
   uint64_t router = 0;                         // [T x n_experts]
   uint64_t gate_logit = 0;                     // [T]
-  uint64_t head_rows = 0;                      // [chunk x hidden]
-  uint64_t logits = 0;                         // [chunk x n_vocab]
+  // MLA only (empty otherwise): the low-rank query [T x q_lora_rank], the projected query
+  // [T x n_heads x (nope + rope)] and the heads' values [T x n_heads x v_head].
+  uint64_t mla_qa = 0, mla_q = 0, mla_heads = 0;
+  uint64_t head_rows = 0;  // [chunk x hidden]
+  uint64_t logits = 0;     // [chunk x n_vocab]
   // int32: [T] each, and tables [table_capacity].
   uint64_t positions = 0, token_seq = 0, slots = 0, table_begin = 0, tables = 0;
   size_t table_capacity = 0;  // n_blocks + T entries

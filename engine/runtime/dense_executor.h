@@ -89,11 +89,11 @@ struct DenseBatch {
 // call (an executor's destructor does not touch it, so a Scheduler may destroy its pool before
 // its runner). All calls come from one thread at a time
 // (the runner's forward thread: the scheduler's loop).
-// Why `spec` cannot run on a device dense executor ("" when it can): its attention is not
-// implemented there (MLA, a head wider than 256) or no layer keeps every position (so no block
-// table addresses the mirror). ModelRunner::set_dense_executor refuses such models with this
-// reason; tandemd keeps their dense parts on the CPU (the host executor runs every model) when
-// runtime.dense_device is auto.
+// Why `spec` cannot run on a device dense executor ("" when it can): its heads are wider than the
+// device attention takes (kernels::cuda::kMaxAttentionKeyDim / kMaxAttentionValueDim) or no layer
+// keeps every position (so no block table addresses the mirror). ModelRunner::set_dense_executor
+// refuses such models with this reason; tandemd keeps their dense parts on the CPU (the host
+// executor runs every model) when runtime.dense_device is auto.
 std::string dense_executor_unsupported(const model::ModelSpec& spec);
 
 class DenseExecutor {

@@ -13,6 +13,7 @@
 #include "base/numa.h"
 #include "engine/runtime/paged_kv_cache.h"
 #include "engine/runtime/windowed_kv_cache.h"
+#include "kernels/cuda/dense_ops.h"
 
 namespace tandem::runtime {
 
@@ -66,8 +67,16 @@ std::string dense_executor_unsupported(const model::ModelSpec& spec) {
   const auto lacks = [&](bool used, const std::string& what) {
     if (used) missing += (missing.empty() ? "" : ", ") + what;
   };
-  lacks(spec.attention == model::AttentionKind::kMla, "multi-head latent attention (MLA)");
-  lacks(spec.head_dim > 256, "head_dim " + std::to_string(spec.head_dim) + " (at most 256)");
+  // The attention kernel's widest heads (an MLA model's key head is its latent row, its value
+  // head the latent).
+  const uint64_t value_dim =
+      spec.attention == model::AttentionKind::kMla ? spec.mla.kv_lora_rank : spec.head_dim;
+  lacks(spec.head_dim > kernels::cuda::kMaxAttentionKeyDim,
+        "head_dim " + std::to_string(spec.head_dim) + " (at most " +
+            std::to_string(kernels::cuda::kMaxAttentionKeyDim) + ")");
+  lacks(value_dim > kernels::cuda::kMaxAttentionValueDim,
+        "value heads of " + std::to_string(value_dim) + " (at most " +
+            std::to_string(kernels::cuda::kMaxAttentionValueDim) + ")");
   lacks(KvLayerLayout::of(spec).n_full == 0,
         "a full-attention layer (every layer is windowed: no block table addresses the mirror)");
   if (missing.empty()) return "";

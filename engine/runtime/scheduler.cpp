@@ -541,6 +541,14 @@ Scheduler::Scheduler(std::unique_ptr<ModelRunner> runner, SchedulerOptions optio
   loop_ = std::make_unique<Loop>(*this);
 }
 
+int64_t window_rings_budget_bytes(const KvLayerLayout& layout, size_t kv_dim,
+                                  const SchedulerLimits& limits) {
+  if (layout.n_windowed() == 0) return 0;
+  const auto ring = static_cast<int64_t>(
+      window_ring_bytes(layout, kv_dim, static_cast<size_t>(limits.prefill_chunk_tokens), 16));
+  return std::max<int64_t>(limits.max_running, 1) * ring;
+}
+
 Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner> runner,
                                                      SchedulerOptions options) {
   if (runner == nullptr) return invalid_argument_error("scheduler needs a model runner");
@@ -571,16 +579,14 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner
     kv.budget_bytes = options.kv_blocks * options.kv_block_tokens * per_token;
   } else if (options.kv_budget_bytes > 0) {
     // The windowed layers' rings of max_running sequences come out of the same budget.
-    const auto rings = static_cast<int64_t>(window_ring_bytes(
-        layout, kv_dim, static_cast<size_t>(options.limits.prefill_chunk_tokens), 16));
-    kv.budget_bytes =
-        options.kv_budget_bytes - std::max<int64_t>(options.limits.max_running, 1) * rings;
+    const int64_t rings = window_rings_budget_bytes(layout, kv_dim, options.limits);
+    kv.budget_bytes = options.kv_budget_bytes - rings;
     if (kv.budget_bytes <= 0) {
       return invalid_argument_error("the KV budget of " + std::to_string(options.kv_budget_bytes) +
                                     " bytes does not cover the sliding-window rings of " +
                                     std::to_string(options.limits.max_running) +
                                     " running sequences (" + std::to_string(rings) +
-                                    " bytes each)");
+                                    " bytes in all)");
     }
   } else {
     kv.budget_bytes = std::max<int64_t>(options.limits.max_running, 1) *

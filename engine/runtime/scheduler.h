@@ -97,6 +97,13 @@ enum class StopMode {
   kAbort,  // end every accepted request with a final kAbort event at once
 };
 
+// The bytes of a KV budget that the sliding-window layers' per-sequence rings take: one ring per
+// running sequence (max(max_running, 1)), each sized for prefill chunks of prefill_chunk_tokens;
+// 0 for a model without windows. Scheduler::create takes them out of kv_budget_bytes before it
+// sizes the pool; the GPU memory plan guesses that pool the same way.
+int64_t window_rings_budget_bytes(const KvLayerLayout& layout, size_t kv_dim,
+                                  const SchedulerLimits& limits);
+
 // KV memory is paged: create() allocates one KvPool holding every block of the budget (block_tokens
 // positions x kv_dim floats, K and V, per layer) and never allocates KV memory again. The
 // KvBlockAllocator owns the block bookkeeping and decides admission and preemption; each running

@@ -7,9 +7,10 @@
 // kAttnChunk: each warp computes the scaled dot products of some of
 // the chunk's positions (lanes split head_dim, then a shuffle reduction), the chunk's exp weights
 // are taken against the running maximum (online softmax: running max m, running sum l, and the
-// output accumulator rescaled by exp(m_old - m_new)), and thread i accumulates output dims i and
-// i + kAttnThreads. out = acc / l. A head's sink logit starts the online softmax as a position of
-// weight exp(sink - m) with no value: m = sink, l = 1, acc = 0.
+// output accumulator rescaled by exp(m_old - m_new)), and thread i accumulates output dims i,
+// i + kAttnThreads, ... of the value_dim (MLA: the latent values, the leading floats of each key
+// row; values == keys then). out = acc / l. A head's sink logit starts the online softmax as a
+// position of weight exp(sink - m) with no value: m = sink, l = 1, acc = 0.
 //
 // Device-side guards: a block id read from a table outside [0, n_blocks) or a negative token
 // position makes that (token, head)'s output NaN (never a read outside the pool); a kv_write slot
@@ -31,11 +32,12 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kAttnThreads = 128;
 constexpr int kAttnWarps = kAttnThreads / kWarp;
 constexpr int kAttnChunk = 64;
-constexpr int kMaxHeadDim = 256;
-constexpr int kAttnDimsPerThread = kMaxHeadDim / kAttnThreads;  // 2
+constexpr int kMaxHeadDim = static_cast<int>(kMaxAttentionKeyDim);
+constexpr int kMaxValueDim = static_cast<int>(kMaxAttentionValueDim);
+constexpr int kAttnDimsPerThread = kMaxValueDim / kAttnThreads;  // 4
 constexpr int kKvWriteThreads = 256;
 static_assert(kAttnThreads >= kAttnChunk, "one thread per chunk position computes its weight");
-static_assert(kMaxHeadDim % kAttnThreads == 0, "whole output dims per thread");
+static_assert(kMaxValueDim % kAttnThreads == 0, "whole output dims per thread");
 
 struct AttentionParams {
   const float* q;
@@ -52,6 +54,7 @@ struct AttentionParams {
   int n_heads;
   int group;  // n_heads / n_kv_heads
   int head_dim;
+  int value_dim;
   float scale;
   int64_t window;      // 0: none
   const float* sinks;  // [n_heads] or null
@@ -70,12 +73,14 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams
   const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.n_heads));
   const size_t q_off = (t * static_cast<size_t>(p.n_heads) + static_cast<size_t>(h)) *
                        static_cast<size_t>(p.head_dim);
+  const size_t out_off = (t * static_cast<size_t>(p.n_heads) + static_cast<size_t>(h)) *
+                         static_cast<size_t>(p.value_dim);
   for (int d = tid; d < p.head_dim; d += kAttnThreads) qs[d] = p.q[q_off + d];
   if (tid == 0) bad = 0;
   const int32_t seq = p.token_seq[t];
   const int32_t pos = p.token_pos[t];  // the same value in every thread: uniform branches below
   if (pos < 0) {
-    for (int d = tid; d < p.head_dim; d += kAttnThreads) p.out[q_off + d] = NAN;
+    for (int d = tid; d < p.value_dim; d += kAttnThreads) p.out[out_off + d] = NAN;
     return;
   }
   const int32_t* table = p.tables + p.table_begin[seq];
@@ -122,7 +127,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams
     }
     __syncthreads();  // scores, row_off and bad of this chunk are complete
     if (bad != 0) {   // uniform: read after the barrier, written only before it
-      for (int d = tid; d < p.head_dim; d += kAttnThreads) p.out[q_off + d] = NAN;
+      for (int d = tid; d < p.value_dim; d += kAttnThreads) p.out[out_off + d] = NAN;
       return;
     }
     float chunk_max = -INFINITY;
@@ -138,7 +143,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams
 #pragma unroll
     for (int i = 0; i < kAttnDimsPerThread; ++i) {
       const int d = tid + i * kAttnThreads;
-      if (d < p.head_dim) {
+      if (d < p.value_dim) {
         float a = acc[i] * alpha;
 #pragma unroll 4
         for (int j = 0; j < n; ++j) a = fmaf(weights[j], p.values[row_off[j] + d], a);
@@ -152,25 +157,23 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams
 #pragma unroll
   for (int i = 0; i < kAttnDimsPerThread; ++i) {
     const int d = tid + i * kAttnThreads;
-    if (d < p.head_dim) p.out[q_off + d] = acc[i] * inv;
+    if (d < p.value_dim) p.out[out_off + d] = acc[i] * inv;
   }
 }
 
-// One block per new token: copies its K and V rows into pool row slots[t].
+// One block per new token: copies its K and V rows (K only when v is null: a keys-only layer)
+// into pool row slots[t].
 __global__ void __launch_bounds__(kKvWriteThreads)
     kv_write_kernel(float* keys, float* values, const float* k, const float* v,
                     const int32_t* slots, int64_t pool_rows, size_t kv_dim) {
   const size_t t = blockIdx.x;
   const int32_t slot = slots[t];
   if (slot < 0 || slot >= pool_rows) return;
-  float* kd = keys + static_cast<size_t>(slot) * kv_dim;
-  float* vd = values + static_cast<size_t>(slot) * kv_dim;
-  const float* ks = k + t * kv_dim;
-  const float* vs = v + t * kv_dim;
-  for (size_t i = threadIdx.x; i < kv_dim; i += kKvWriteThreads) {
-    kd[i] = ks[i];
-    vd[i] = vs[i];
-  }
+  const size_t dst = static_cast<size_t>(slot) * kv_dim;
+  const size_t src = t * kv_dim;
+  for (size_t i = threadIdx.x; i < kv_dim; i += kKvWriteThreads) keys[dst + i] = k[src + i];
+  if (v == nullptr) return;
+  for (size_t i = threadIdx.x; i < kv_dim; i += kKvWriteThreads) values[dst + i] = v[src + i];
 }
 
 // INVALID_ARGUMENT unless the layer is non-empty and its float count fits in size_t.
@@ -206,8 +209,10 @@ Status kv_write_enqueue(const DeviceKvLayer& layer, const float* k, const float*
                                   " tokens out of range");
   }
   if (n_tokens == 0) return Status();
-  if (k == nullptr || v == nullptr || slots == nullptr) {
-    return invalid_argument_error("CUDA kv_write: null pointer");
+  const bool keys_only = layer.values == layer.keys;
+  if (k == nullptr || slots == nullptr || (v == nullptr) != keys_only) {
+    return invalid_argument_error(
+        "CUDA kv_write: null pointer (v must be null exactly for a keys-only layer)");
   }
   kv_write_kernel<<<static_cast<unsigned>(n_tokens), kKvWriteThreads, 0,
                     static_cast<cudaStream_t>(stream)>>>(
@@ -218,15 +223,26 @@ Status kv_write_enqueue(const DeviceKvLayer& layer, const float* k, const float*
 
 Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAttentionBatch& batch,
                          const DeviceAttentionShape& shape, float* out, void* stream) {
+  const size_t value_dim = shape.value_dim != 0 ? shape.value_dim : shape.head_dim;
   if (shape.n_heads == 0 || shape.n_kv_heads == 0 || shape.head_dim == 0 ||
-      shape.head_dim > static_cast<size_t>(kMaxHeadDim) || shape.n_heads % shape.n_kv_heads != 0 ||
+      shape.head_dim > kMaxAttentionKeyDim || value_dim > kMaxAttentionValueDim ||
+      value_dim > shape.head_dim || shape.n_heads % shape.n_kv_heads != 0 ||
       shape.n_heads > static_cast<size_t>(INT32_MAX)) {
-    return invalid_argument_error("CUDA attention: n_heads " + std::to_string(shape.n_heads) +
-                                  ", n_kv_heads " + std::to_string(shape.n_kv_heads) +
-                                  ", head_dim " + std::to_string(shape.head_dim) +
-                                  " (need n_heads a multiple of n_kv_heads, 0 < head_dim <= 256)");
+    return invalid_argument_error(
+        "CUDA attention: n_heads " + std::to_string(shape.n_heads) + ", n_kv_heads " +
+        std::to_string(shape.n_kv_heads) + ", head_dim " + std::to_string(shape.head_dim) +
+        ", value_dim " + std::to_string(value_dim) +
+        " (need n_heads a multiple of n_kv_heads, 0 < head_dim <= " +
+        std::to_string(kMaxAttentionKeyDim) +
+        ", value_dim <= head_dim and <= " + std::to_string(kMaxAttentionValueDim) + ")");
   }
   TANDEM_RETURN_IF_ERROR(check_kv_layer(kv, "attention"));
+  // Separate values share the keys' row layout, head by head; narrower values exist only as the
+  // leading floats of the key rows.
+  if (kv.values != kv.keys && value_dim != shape.head_dim) {
+    return invalid_argument_error(
+        "CUDA attention: value_dim differs from head_dim but the layer stores its own values");
+  }
   if (kv.kv_dim != shape.n_kv_heads * shape.head_dim) {
     return invalid_argument_error("CUDA attention: KV row of " + std::to_string(kv.kv_dim) +
                                   " floats, expected n_kv_heads * head_dim = " +
@@ -247,7 +263,8 @@ Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAt
     return invalid_argument_error("CUDA attention: null pointer");
   }
   const size_t q_bytes = batch.n_tokens * shape.n_heads * shape.head_dim * sizeof(float);
-  if (overlaps(q, q_bytes, out, q_bytes)) {
+  const size_t out_bytes = batch.n_tokens * shape.n_heads * value_dim * sizeof(float);
+  if (overlaps(q, q_bytes, out, out_bytes)) {
     return invalid_argument_error("CUDA attention: out overlaps q");
   }
   AttentionParams p{};
@@ -265,6 +282,7 @@ Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAt
   p.n_heads = static_cast<int>(shape.n_heads);
   p.group = static_cast<int>(shape.n_heads / shape.n_kv_heads);
   p.head_dim = static_cast<int>(shape.head_dim);
+  p.value_dim = static_cast<int>(value_dim);
   p.scale = shape.scale;
   p.window = static_cast<int64_t>(shape.window);
   p.sinks = shape.sinks;

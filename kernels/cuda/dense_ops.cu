@@ -64,12 +64,25 @@ constexpr unsigned kMaxGridY = 65535;
 
 // ---- matmul -------------------------------------------------------------------------------
 
+// Where token t's input and output rows of batch blockIdx.z lie (MatmulBatch in floats, the
+// weights' batch step in bytes); a plain matmul is one batch with x_ld = cols, y_ld = rows.
+struct MatmulStrides {
+  size_t x_ld;
+  size_t y_ld;
+  size_t x_batch;
+  size_t y_batch;
+  size_t w_batch;  // bytes
+};
+
 // kVec (F32/F16/BF16 only): cols % 8 == 0 and w, x 16-byte aligned, so every group of 8 is
 // whole and both the weights (load8_vec) and x (two float4) take wide loads.
 template <TensorType T, bool kVec>
 __global__ void __launch_bounds__(kDecodeThreads)
     matmul_decode_kernel(const uint8_t* w, size_t row_bytes, int rows, int cols, const float* x,
-                         int n_tokens, float* y) {
+                         int n_tokens, float* y, MatmulStrides st) {
+  w += static_cast<size_t>(blockIdx.z) * st.w_batch;
+  x += static_cast<size_t>(blockIdx.z) * st.x_batch;
+  y += static_cast<size_t>(blockIdx.z) * st.y_batch;
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int r = static_cast<int>(blockIdx.x) * kDecodeRowsPerBlock + warp;
@@ -89,7 +102,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
     for (int t = 0; t < kDecodeMaxTokens; ++t) {
       if (t < n_tokens) {
-        const float* xt = x + static_cast<size_t>(t) * cols + c0;
+        const float* xt = x + static_cast<size_t>(t) * st.x_ld + c0;
         if constexpr (kVec) {
           const float4 xa = reinterpret_cast<const float4*>(xt)[0];
           const float4 xb = reinterpret_cast<const float4*>(xt)[1];
@@ -124,7 +137,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   if (lane == 0) {
 #pragma unroll
     for (int t = 0; t < kDecodeMaxTokens; ++t) {
-      if (t < n_tokens) y[static_cast<size_t>(t) * rows + r] = acc[t];
+      if (t < n_tokens) y[static_cast<size_t>(t) * st.y_ld + r] = acc[t];
     }
   }
 }
@@ -132,7 +145,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
 template <TensorType T>
 __global__ void __launch_bounds__(kTiledThreads)
     matmul_tiled_kernel(const uint8_t* w, size_t row_bytes, int rows, int cols, const float* x,
-                        int n_tokens, float* y) {
+                        int n_tokens, float* y, MatmulStrides st) {
+  w += static_cast<size_t>(blockIdx.z) * st.w_batch;
+  x += static_cast<size_t>(blockIdx.z) * st.x_batch;
+  y += static_cast<size_t>(blockIdx.z) * st.y_batch;
   __shared__ float xs[kTiledM][kTileK + 1];
   __shared__ float ws[kTileN][kTileK + 1];
   const int tid = static_cast<int>(threadIdx.x);
@@ -151,7 +167,7 @@ __global__ void __launch_bounds__(kTiledThreads)
         const int c = tid % kTileK;
         const int64_t t = t0 + m;
         xs[m][c] = (t < n_tokens && k0 + c < cols)
-                       ? x[static_cast<size_t>(t) * cols + static_cast<size_t>(k0 + c)]
+                       ? x[static_cast<size_t>(t) * st.x_ld + static_cast<size_t>(k0 + c)]
                        : 0.0f;
       }
       load_weight_tile<T>(w, row_bytes, rows, cols, n0, k0, ws);
@@ -171,7 +187,7 @@ __global__ void __launch_bounds__(kTiledThreads)
 #pragma unroll
       for (int i = 0; i < kTiledOutPerThread; ++i) {
         const int64_t t = t0 + m0 + kTiledMStride * i;
-        if (t < n_tokens) y[static_cast<size_t>(t) * rows + n] = acc[i];
+        if (t < n_tokens) y[static_cast<size_t>(t) * st.y_ld + n] = acc[i];
       }
     }
   }
@@ -179,33 +195,36 @@ __global__ void __launch_bounds__(kTiledThreads)
 
 template <TensorType T>
 void launch_matmul(const DeviceMatrix& w, size_t row_bytes, const float* x, size_t n_tokens,
-                   float* y, cudaStream_t stream) {
+                   float* y, const MatmulStrides& st, unsigned n_batches, cudaStream_t stream) {
   const auto* data = static_cast<const uint8_t*>(w.data);
   const int rows = static_cast<int>(w.rows);
   const int cols = static_cast<int>(w.cols);
   const int n = static_cast<int>(n_tokens);
   if (n_tokens <= kDecodeMaxTokens) {
-    const auto blocks =
-        static_cast<unsigned>((w.rows + kDecodeRowsPerBlock - 1) / kDecodeRowsPerBlock);
+    const dim3 grid(static_cast<unsigned>((w.rows + kDecodeRowsPerBlock - 1) / kDecodeRowsPerBlock),
+                    1, n_batches);
     bool vec = false;
     if constexpr (weight_load::kIsFloatType<T>) {
+      // Every batch's weights and every token's inputs 16-byte aligned.
       vec = w.cols % 8 == 0 && reinterpret_cast<uintptr_t>(data) % 16 == 0 &&
-            reinterpret_cast<uintptr_t>(x) % 16 == 0;
+            st.w_batch % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && st.x_ld % 4 == 0 &&
+            st.x_batch % 4 == 0;
       if (vec) {
         matmul_decode_kernel<T, true>
-            <<<blocks, kDecodeThreads, 0, stream>>>(data, row_bytes, rows, cols, x, n, y);
+            <<<grid, kDecodeThreads, 0, stream>>>(data, row_bytes, rows, cols, x, n, y, st);
       }
     }
     if (!vec) {
       matmul_decode_kernel<T, false>
-          <<<blocks, kDecodeThreads, 0, stream>>>(data, row_bytes, rows, cols, x, n, y);
+          <<<grid, kDecodeThreads, 0, stream>>>(data, row_bytes, rows, cols, x, n, y, st);
     }
   } else {
     const dim3 grid(
         static_cast<unsigned>((w.rows + kTileN - 1) / kTileN),
-        static_cast<unsigned>(std::min<size_t>((n_tokens + kTiledM - 1) / kTiledM, kMaxGridY)));
+        static_cast<unsigned>(std::min<size_t>((n_tokens + kTiledM - 1) / kTiledM, kMaxGridY)),
+        n_batches);
     matmul_tiled_kernel<T>
-        <<<grid, kTiledThreads, 0, stream>>>(data, row_bytes, rows, cols, x, n, y);
+        <<<grid, kTiledThreads, 0, stream>>>(data, row_bytes, rows, cols, x, n, y, st);
   }
 }
 
@@ -221,10 +240,11 @@ __device__ __forceinline__ double warp_sum(double v) {
 // is computed and applied in float. Each thread reads and writes only its own elements, so
 // x == out is safe.
 __global__ void __launch_bounds__(kNormThreads)
-    rms_norm_kernel(const float* x, const float* weight, float eps, int dim, float* out) {
+    rms_norm_kernel(const float* x, const float* weight, float eps, int dim, size_t stride,
+                    float* out) {
   __shared__ double partial[kNormThreads / kWarp];
   const int tid = static_cast<int>(threadIdx.x);
-  const size_t base = static_cast<size_t>(blockIdx.x) * static_cast<size_t>(dim);
+  const size_t base = static_cast<size_t>(blockIdx.x) * stride;
   double sum = 0.0;
   for (int i = tid; i < dim; i += kNormThreads) {
     const float v = x[base + i];
@@ -284,6 +304,7 @@ unsigned elem_blocks(size_t n) {
 struct RopeParams {
   int n_heads;
   int head_dim;
+  int offset;
   int rot;
   bool neox;
   float freq_base;
@@ -323,8 +344,8 @@ __global__ void __launch_bounds__(kRopeThreads)
     sincos(static_cast<double>(theta), &s, &c);
     const float cs = static_cast<float>(c * r.mscale);
     const float sn = static_cast<float>(s * r.mscale);
-    const int ia = r.neox ? i : 2 * i;
-    const int ib = r.neox ? i + half : 2 * i + 1;
+    const int ia = r.offset + (r.neox ? i : 2 * i);
+    const int ib = r.offset + (r.neox ? i + half : 2 * i + 1);
     for (int h = 0; h < r.n_heads; ++h) {
       float* head = x + (t * static_cast<size_t>(r.n_heads) + h) * static_cast<size_t>(r.head_dim);
       const float a0 = head[ia];
@@ -364,7 +385,12 @@ bool dense_matmul_supports(TensorType type) {
 }
 
 Status matmul_enqueue(const DeviceMatrix& w, const float* x, size_t n_tokens, float* y,
-                      void* stream_ptr) {
+                      void* stream) {
+  return batched_matmul_enqueue(w, MatmulBatch{}, x, n_tokens, y, stream);
+}
+
+Status batched_matmul_enqueue(const DeviceMatrix& w, const MatmulBatch& batch, const float* x,
+                              size_t n_tokens, float* y, void* stream_ptr) {
   TANDEM_RETURN_IF_ERROR(check_cuda_weight_cols(w.type, w.cols, "CUDA matmul", "cols"));
   if (w.rows == 0 || w.cols == 0 || w.rows > kMaxDim || w.cols > kMaxDim) {
     return invalid_argument_error("CUDA matmul: matrix " + std::to_string(w.rows) + " x " +
@@ -373,6 +399,27 @@ Status matmul_enqueue(const DeviceMatrix& w, const float* x, size_t n_tokens, fl
   if (n_tokens > kMaxDim) {
     return invalid_argument_error("CUDA matmul: " + std::to_string(n_tokens) +
                                   " tokens out of range");
+  }
+  const size_t n_batches = batch.n_batches;
+  if (n_batches == 0 || n_batches > kMaxGridY) {
+    return invalid_argument_error("CUDA matmul: " + std::to_string(n_batches) +
+                                  " batches out of range (1 .. 65535)");
+  }
+  const size_t x_ld = batch.x_ld != 0 ? batch.x_ld : w.cols * n_batches;
+  const size_t y_ld = batch.y_ld != 0 ? batch.y_ld : w.rows * n_batches;
+  const size_t x_step = batch.x_batch != 0 ? batch.x_batch : w.cols;
+  const size_t y_step = batch.y_batch != 0 ? batch.y_batch : w.rows;
+  if (x_ld > kMaxDim || y_ld > kMaxDim || x_step > kMaxDim || y_step > kMaxDim ||
+      (n_batches > 1 && (x_step < w.cols || y_step < w.rows))) {
+    return invalid_argument_error("CUDA matmul: batch strides out of range or overlapping");
+  }
+  // The last float each side touches, plus one.
+  const size_t x_span = (n_batches - 1) * x_step + w.cols;
+  const size_t y_span = (n_batches - 1) * y_step + w.rows;
+  if (x_span > x_ld || y_span > y_ld) {
+    return invalid_argument_error("CUDA matmul: a token's batches (" + std::to_string(x_span) +
+                                  " / " + std::to_string(y_span) +
+                                  " floats) are wider than its row stride");
   }
   if (n_tokens == 0) return Status();
   if (w.data == nullptr || x == nullptr || y == nullptr) {
@@ -383,21 +430,35 @@ Status matmul_enqueue(const DeviceMatrix& w, const float* x, size_t n_tokens, fl
     return invalid_argument_error("CUDA matmul: weights not aligned to " + std::to_string(align) +
                                   " bytes");
   }
-  if (overlaps(x, n_tokens * w.cols * sizeof(float), y, n_tokens * w.rows * sizeof(float))) {
+  const size_t x_floats = (n_tokens - 1) * x_ld + x_span;
+  const size_t y_floats = (n_tokens - 1) * y_ld + y_span;
+  if (overlaps(x, x_floats * sizeof(float), y, y_floats * sizeof(float))) {
     return invalid_argument_error("CUDA matmul: y overlaps x");
   }
   TANDEM_ASSIGN_OR_RETURN(const size_t row_bytes, tensor_type_bytes(w.type, w.cols));
+  if (n_batches > 1 && (row_bytes * w.rows) % align != 0) {
+    return invalid_argument_error("CUDA matmul: a batch's weights are not aligned to " +
+                                  std::to_string(align) + " bytes");
+  }
+  const MatmulStrides st{x_ld, y_ld, x_step, y_step, row_bytes * w.rows};
   auto* stream = static_cast<cudaStream_t>(stream_ptr);
   dispatch_cuda_weight_type(w.type, [&](auto type) {
-    launch_matmul<decltype(type)::value>(w, row_bytes, x, n_tokens, y, stream);
+    launch_matmul<decltype(type)::value>(w, row_bytes, x, n_tokens, y, st,
+                                         static_cast<unsigned>(n_batches), stream);
   });
   return launch_status("matmul");
 }
 
 Status rms_norm_enqueue(const float* x, const float* weight, float eps, size_t n_rows, size_t dim,
                         float* out, void* stream) {
-  if (dim == 0 || dim > kMaxDim) {
-    return invalid_argument_error("CUDA rms_norm: dim " + std::to_string(dim) + " out of range");
+  return rms_norm_strided_enqueue(x, weight, eps, n_rows, dim, dim, out, stream);
+}
+
+Status rms_norm_strided_enqueue(const float* x, const float* weight, float eps, size_t n_rows,
+                                size_t dim, size_t stride, float* out, void* stream) {
+  if (dim == 0 || dim > kMaxDim || stride < dim || stride > kMaxDim) {
+    return invalid_argument_error("CUDA rms_norm: dim " + std::to_string(dim) + ", stride " +
+                                  std::to_string(stride) + " out of range");
   }
   if (n_rows > static_cast<size_t>(INT32_MAX)) {
     return invalid_argument_error("CUDA rms_norm: " + std::to_string(n_rows) +
@@ -409,7 +470,7 @@ Status rms_norm_enqueue(const float* x, const float* weight, float eps, size_t n
   }
   rms_norm_kernel<<<static_cast<unsigned>(n_rows), kNormThreads, 0,
                     static_cast<cudaStream_t>(stream)>>>(x, weight, eps, static_cast<int>(dim),
-                                                         out);
+                                                         stride, out);
   return launch_status("rms_norm");
 }
 
@@ -462,10 +523,12 @@ Status scale_rows_by_sigmoid_enqueue(float* rows, const float* logit, size_t n_r
 Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* positions,
                     const DeviceRope& rope, void* stream) {
   if (rope.head_dim == 0 || rope.head_dim > kMaxDim || rope.rot_dims == 0 ||
-      rope.rot_dims % 2 != 0 || rope.rot_dims > rope.head_dim) {
+      rope.rot_dims % 2 != 0 || rope.offset > rope.head_dim ||
+      rope.rot_dims > rope.head_dim - rope.offset) {
     return invalid_argument_error("CUDA rope: head_dim " + std::to_string(rope.head_dim) +
-                                  ", rot_dims " + std::to_string(rope.rot_dims) +
-                                  " (rot_dims must be even, 0 < rot_dims <= head_dim)");
+                                  ", offset " + std::to_string(rope.offset) + ", rot_dims " +
+                                  std::to_string(rope.rot_dims) +
+                                  " (rot_dims must be even, 0 < rot_dims <= head_dim - offset)");
   }
   if (!(rope.freq_base > 0.0f) || !(rope.freq_scale > 0.0f) || !std::isfinite(rope.mscale)) {
     return invalid_argument_error(
@@ -484,6 +547,7 @@ Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* po
   RopeParams r{};
   r.n_heads = static_cast<int>(n_heads);
   r.head_dim = static_cast<int>(rope.head_dim);
+  r.offset = static_cast<int>(rope.offset);
   r.rot = static_cast<int>(rope.rot_dims);
   r.neox = rope.neox;
   r.freq_base = rope.freq_base;

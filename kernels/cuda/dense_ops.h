@@ -46,11 +46,34 @@ bool dense_matmul_supports(TensorType type);
 Status matmul_enqueue(const DeviceMatrix& w, const float* x, size_t n_tokens, float* y,
                       void* stream);
 
+// n_batches matrices of w.rows x w.cols, back to back in w.data (matrix b's rows start at byte
+// b * w.rows * row_bytes), each applied to its own column range of x and y: MLA's per-head
+// k_b / v_b. Strides in floats; 0 = dense (x_ld = cols, y_ld = rows, a batch after the other).
+struct MatmulBatch {
+  size_t n_batches = 1;  // at most 65535
+  size_t x_ld = 0;       // token t's input row starts at x + t * x_ld
+  size_t x_batch = 0;    // batch b's input columns start b * x_batch further
+  size_t y_ld = 0;
+  size_t y_batch = 0;
+};
+
+// y[t * y_ld + b * y_batch + r] = sum_c x[t * x_ld + b * x_batch + c] * W_b[r][c], for t <
+// n_tokens, b < n_batches, r < rows, c < cols (matmul_enqueue's arithmetic). A batch's rows must
+// not overlap its columns (cols <= x_batch and rows <= y_batch when n_batches > 1; cols <= x_ld
+// and rows <= y_ld), and the spans of y must not overlap those of x.
+Status batched_matmul_enqueue(const DeviceMatrix& w, const MatmulBatch& batch, const float* x,
+                              size_t n_tokens, float* y, void* stream);
+
 // For each of n_rows rows of dim floats: out = x * (1 / sqrt(mean(x^2) + eps)) * weight[dim]
 // (kernels::rms_norm). x == out allowed (in place). Per-head norm: n_rows = n_tokens * n_heads and
 // dim = head_dim (the rows of a [tokens x heads x head_dim] tensor are its heads).
 Status rms_norm_enqueue(const float* x, const float* weight, float eps, size_t n_rows, size_t dim,
                         float* out, void* stream);
+
+// The same over rows that start `stride` floats apart (stride >= dim): the first dim floats of
+// each; the rest pass unchanged (MLA's compressed KV, normed before its RoPE part).
+Status rms_norm_strided_enqueue(const float* x, const float* weight, float eps, size_t n_rows,
+                                size_t dim, size_t stride, float* out, void* stream);
 
 // y[t * dim + i] += bias[i] for t < n_rows, i < dim (Qwen2-MoE's q/k/v biases).
 Status add_row_enqueue(float* y, const float* bias, size_t n_rows, size_t dim, void* stream);
@@ -71,15 +94,17 @@ Status scale_rows_by_sigmoid_enqueue(float* rows, const float* logit, size_t n_r
 // float), theta_e = float(pos) * inv_freq_i, theta_i = freq_scale * theta_e; with ext_factor != 0
 // (YaRN) theta = theta_i * (1 - mix_i) + theta_e * mix_i, mix_i = ext_factor * (1 - clamp((i -
 // corr_low) / max(0.001, corr_high - corr_low), 0, 1)), else theta = theta_i; then
-// c = float(cos(double(theta)) * mscale), s likewise. rot_dims even, 0 < rot_dims <= head_dim; dims
-// past rot_dims pass unchanged. The host computes corr_low / corr_high (kernels::
-// rope_yarn_corr_dims) and mscale (attn_factor, times YaRN's 1 + 0.1 ln(1 / freq_scale)) once:
-// device_rope() below.
+// c = float(cos(double(theta)) * mscale), s likewise. rot_dims even, 0 < rot_dims, offset +
+// rot_dims <= head_dim: the pairs are those of dims [offset, offset + rot_dims) of each head (MLA's
+// RoPE part at the end of a row); the other dims pass unchanged. The host computes corr_low /
+// corr_high (kernels:: rope_yarn_corr_dims) and mscale (attn_factor, times YaRN's 1 + 0.1 ln(1 /
+// freq_scale)) once: device_rope() below.
 struct DeviceRope {
   bool neox = true;
   size_t head_dim = 0;
   size_t rot_dims = 0;
   float freq_base = 10000.0f;
+  size_t offset = 0;  // first rotated dim of each head
   float freq_scale = 1.0f;
   float ext_factor = 0.0f;
   float corr_low = 0.0f;
@@ -87,8 +112,8 @@ struct DeviceRope {
   double mscale = 1.0;
 };
 // The DeviceRope of a CPU RopeConfig (kernels::rope's arithmetic): YaRN's correction range from
-// kernels::rope_yarn_corr_dims and the cos/sin scale, both as kernels::rope computes them. The
-// config's checks (even rot_dims and so on) are rope_enqueue's. Plain host code; any thread.
+// kernels::rope_yarn_corr_dims and the cos/sin scale, both as kernels::rope computes them; offset
+// 0. The config's checks (even rot_dims and so on) are rope_enqueue's. Plain host code; any thread.
 DeviceRope device_rope(const RopeConfig& config);
 
 Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* positions,
@@ -97,7 +122,8 @@ Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* po
 // One layer of a paged KV pool in device memory, laid out as runtime::KvPool lays out host memory:
 // block b's K rows start at keys + b * block_rows * kv_dim (values likewise); row j of a block is
 // position (its table index) * block_rows + j of the owning sequence; kv_dim = n_kv_heads *
-// head_dim floats per row.
+// head_dim floats per row. Keys only (MLA: the values are the leading value_dim floats of each key
+// row): values == keys.
 struct DeviceKvLayer {
   float* keys = nullptr;
   float* values = nullptr;
@@ -109,7 +135,7 @@ struct DeviceKvLayer {
 // Writes K/V rows of n_tokens new tokens into the pool: token t goes to pool row slots[t] = block
 // id * block_rows + row within the block (computed by the caller from the token's sequence block
 // table and position; slots [n_tokens] device int32, each < n_blocks * block_rows).
-// k, v: [n_tokens x kv_dim].
+// k, v: [n_tokens x kv_dim]; v null for a keys-only layer (values == keys), which takes k only.
 Status kv_write_enqueue(const DeviceKvLayer& layer, const float* k, const float* v,
                         const int32_t* slots, size_t n_tokens, void* stream);
 
@@ -125,12 +151,20 @@ struct DeviceAttentionBatch {
   const int32_t* tables = nullptr;       // all sequences' block tables, back to back
 };
 
+// The widest query/key and value heads attention_enqueue takes: MLA's latent row (DeepSeek-V3:
+// 512 + 64) and latent values.
+inline constexpr size_t kMaxAttentionKeyDim = 640;
+inline constexpr size_t kMaxAttentionValueDim = 512;
+
 struct DeviceAttentionShape {
   size_t n_heads = 0;     // query heads
   size_t n_kv_heads = 0;  // n_heads % n_kv_heads == 0; query head h reads kv head h / (n_heads /
                           // n_kv_heads)
-  size_t head_dim = 0;    // at most 256
+  size_t head_dim = 0;    // of queries and keys, at most kMaxAttentionKeyDim
   float scale = 0.0f;     // score scale (1 / sqrt(head_dim))
+  // Floats of each head's value and output: 0 = head_dim (at most kMaxAttentionValueDim). MLA:
+  // the latent width, whose values are the leading value_dim floats of each key row.
+  size_t value_dim = 0;
   // Sliding window: a token at position p attends to positions max(0, p - window + 1) .. p
   // (itself included); 0 = every earlier position (kernels::AttentionConfig::window).
   size_t window = 0;
@@ -141,9 +175,10 @@ struct DeviceAttentionShape {
 
 // out[t][h] = sum_p softmax_p(scale * q[t][h] . k_p) v_p over positions p = 0 .. token_pos[t] of
 // token t's sequence, or its last `window` positions, the softmax's denominator also holding
-// exp(sinks[h]) where the model has sinks (kernels::attention_heads). q, out: [n_tokens x n_heads x
-// head_dim]; out must not overlap q. The K/V rows of every attended position must have been written
-// (kv_write_enqueue of this layer for the batch's own new tokens comes first on the same stream).
+// exp(sinks[h]) where the model has sinks (kernels::attention_heads). q [n_tokens x n_heads x
+// head_dim], out [n_tokens x n_heads x value_dim]; out must not overlap q. The K/V rows of every
+// attended position must have been written (kv_write_enqueue of this layer for the batch's own new
+// tokens comes first on the same stream).
 Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAttentionBatch& batch,
                          const DeviceAttentionShape& shape, float* out, void* stream);
 

@@ -4,9 +4,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "engine/runtime/dense_device_plan.h"
+#include "engine/runtime/scheduler.h"
 
 namespace tandem::engine {
 namespace {
@@ -32,29 +34,72 @@ EngineOptions options_for(DenseDevice dense) {
 
 TEST_CASE("fit_probe_to_model keeps the GPU for a model its kernels run, and says why not",
           "[engine][gpu]") {
-  for (const char* file : {"tiny-moe/tiny-moe-q8_0.gguf", "tiny-gpt-oss/tiny-gpt-oss-q8_0.gguf"}) {
+  for (const char* file : {"tiny-moe/tiny-moe-q8_0.gguf", "tiny-gpt-oss/tiny-gpt-oss-q8_0.gguf",
+                           "tiny-deepseek2/tiny-deepseek2-q4_k_m.gguf",
+                           "tiny-deepseek2/tiny-deepseek2-legacy-f32.gguf"}) {
     INFO(file);
     Result<model::Checkpoint> c = model::open_model(kShared + file);
     REQUIRE(c.ok());
-    const Result<GpuProbe> p = fit_probe_to_model(options_for(DenseDevice::kAuto), *c, device_probe());
+    const Result<GpuProbe> p =
+        fit_probe_to_model(options_for(DenseDevice::kAuto), *c, device_probe());
     REQUIRE(p.ok());
     CHECK(p->dense_on_gpu);
   }
-  // MLA: the CPU with auto, a refusal naming it with gpu.
-  Result<model::Checkpoint> ds = model::open_model(kShared + "tiny-deepseek2/tiny-deepseek2-f32.gguf");
+  // A model the device attention cannot address (every layer windowed: no block table): the CPU
+  // with auto, a refusal naming it with gpu.
+  Result<model::Checkpoint> ds = model::open_model(kShared + "tiny-gpt-oss/tiny-gpt-oss-q8_0.gguf");
   REQUIRE(ds.ok());
-  const Result<GpuProbe> cpu = fit_probe_to_model(options_for(DenseDevice::kAuto), *ds, device_probe());
+  ds->spec->swa_layers.assign(ds->spec->n_layers, true);
+  const Result<GpuProbe> cpu =
+      fit_probe_to_model(options_for(DenseDevice::kAuto), *ds, device_probe());
   REQUIRE(cpu.ok());
   CHECK_FALSE(cpu->dense_on_gpu);
-  const Result<GpuProbe> refused = fit_probe_to_model(options_for(DenseDevice::kGpu), *ds, device_probe());
+  const Result<GpuProbe> refused =
+      fit_probe_to_model(options_for(DenseDevice::kGpu), *ds, device_probe());
   CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
-  CHECK(refused.status().message().find("multi-head latent attention") != std::string::npos);
+  CHECK(refused.status().message().find("every layer is windowed") != std::string::npos);
   // No GPU chosen: nothing to decide.
   GpuProbe none = device_probe();
   none.dense_on_gpu = false;
   const Result<GpuProbe> unchanged = fit_probe_to_model(options_for(DenseDevice::kAuto), *ds, none);
   REQUIRE(unchanged.ok());
   CHECK_FALSE(unchanged->dense_on_gpu);
+}
+
+TEST_CASE("the start-up estimate of the KV mirror covers the scheduler's real pool",
+          "[engine][gpu]") {
+  // Before the scheduler exists, gpu_fixed_demand works out its pool from runtime.kv_cache_bytes;
+  // the mirror the executor then allocates for the real pool is that size: K and V of every layer
+  // (tiny-moe), the full layers' blocks for every layer (gpt-oss, whose window rings come out of
+  // the budget first), the latent rows alone (MLA).
+  for (const char* file : {"tiny-moe/tiny-moe-f32.gguf", "tiny-gpt-oss/tiny-gpt-oss-f32.gguf",
+                           "tiny-deepseek2/tiny-deepseek2-f32.gguf"}) {
+    INFO(file);
+    Result<model::Checkpoint> c = model::open_model(kShared + file);
+    REQUIRE(c.ok());
+    EngineOptions o = options_for(DenseDevice::kGpu);
+    o.kv_cache_bytes = uint64_t{48} << 20;
+    const Result<placement::GpuMemoryDemand> guess = gpu_fixed_demand(o, *c, device_probe(), false);
+    INFO((guess.ok() ? "" : guess.status().to_string()));
+    REQUIRE(guess.ok());
+
+    auto runner = runtime::ModelRunner::create(*c->spec, *c->weights, {});
+    REQUIRE(runner.ok());
+    runtime::SchedulerOptions so;
+    so.limits = o.limits;
+    so.limits.context_length = static_cast<int64_t>((*runner)->context_length());
+    so.kv_budget_bytes = static_cast<int64_t>(o.kv_cache_bytes);
+    auto scheduler = runtime::Scheduler::create(std::move(runner).value(), so);
+    REQUIRE(scheduler.ok());
+    const runtime::KvPool& pool = (*scheduler)->kv_pool();
+    const size_t tokens = static_cast<size_t>(std::max<int64_t>(1, o.limits.max_batch_tokens));
+    const auto real = runtime::estimate_cuda_dense_bytes(
+        *c->spec, *c->weights,
+        {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks()}, tokens);
+    REQUIRE(real.ok());
+    CHECK(guess->kv == real->kv);
+    CHECK(guess->dense == real->dense_weights);
+  }
 }
 
 TEST_CASE("cuda_dense_unsupported_tensor names the first matrix the CUDA kernels cannot take",

@@ -188,6 +188,23 @@ TEST_CASE("CUDA dense executor on gpt-oss (sinks, sliding windows, biases, YaRN,
           false, true);
 }
 
+TEST_CASE("CUDA dense executor on deepseek2 (MLA: latent cache, per-head k_b / v_b, YaRN)",
+          "[cuda][runtime][deepseek2]") {
+  // A keys-only mirror of the latent rows; the split and legacy GGUF layouts, Q8_0 weights, and
+  // the HF checkpoints with and without the low-rank query; the sigmoid group-limited router on
+  // the host; half the experts in the CUDA expert worker once.
+  if (!have_device()) return;
+  const std::string dir = std::string(TANDEM_SHARED_DIR) + "/data/tiny-deepseek2/";
+  compare(dir + "tiny-deepseek2-f32.gguf", prompts_of(dir + "ref-f32.json", "tokens"), false);
+  compare(dir + "tiny-deepseek2-f32.gguf", prompts_of(dir + "ref-f32.json", "tokens"), true);
+  compare(dir + "tiny-deepseek2-legacy-f32.gguf", prompts_of(dir + "ref-legacy-f32.json", "tokens"),
+          false);
+  compare(dir + "tiny-deepseek2-q8_0.gguf", prompts_of(dir + "ref-q8_0.json", "tokens"), false);
+  for (const char* arch : {"deepseek_v3", "deepseek_v2_lite"}) {
+    compare(hf_dir(arch), prompts_of(hf_dir(arch) + "reference.json", "prompt"), false);
+  }
+}
+
 TEST_CASE("CUDA dense executor: copy-on-write of a forked sequence's block on the device",
           "[cuda][runtime]") {
   if (!have_device()) return;

@@ -201,6 +201,25 @@ TEST_CASE("a dense executor is bit-identical on gpt-oss (sinks, sliding windows,
                       PoolLayers::kFullOnly);
 }
 
+TEST_CASE("a dense executor is bit-identical on deepseek2 (MLA over a keys-only pool)",
+          "[runtime][dense_executor][deepseek2]") {
+  // The latent rows live in a keys-only mirror; both GGUF layouts (split attn_k_b / attn_v_b and
+  // the legacy attn_kv_b), Q8_0 with quantized activations, and the HF checkpoints with and
+  // without the low-rank query.
+  const std::string dir = std::string(TANDEM_SHARED_DIR) + "/data/tiny-deepseek2/";
+  for (size_t bt : {size_t{1}, size_t{3}, size_t{16}}) {
+    check_bit_identical(dir + "tiny-deepseek2-f32.gguf", tiny_prompts("ref-f32.json", dir), bt,
+                        false);
+  }
+  check_bit_identical(dir + "tiny-deepseek2-legacy-f32.gguf",
+                      tiny_prompts("ref-legacy-f32.json", dir), 3, false);
+  check_bit_identical(dir + "tiny-deepseek2-q8_0.gguf", tiny_prompts("ref-q8_0.json", dir), 3,
+                      true);
+  for (const char* arch : {"deepseek_v3", "deepseek_v2_lite"}) {
+    check_bit_identical(hf_dir(arch), hf_prompts(arch), 3, true);
+  }
+}
+
 TEST_CASE("copy-on-write of a forked sequence's shared block reaches the executor's mirror",
           "[runtime][dense_executor]") {
   const std::string path = tiny_moe_dir() + "tiny-moe-f32.gguf";
@@ -494,6 +513,38 @@ TEST_CASE(
   CHECK(other.status().code() == StatusCode::kInvalidArgument);
   CHECK(other.status().message().find("full layers") != std::string::npos);
   CHECK(dense_executor_unsupported(spec).empty());
+}
+
+TEST_CASE("the CUDA dense estimate of an MLA model: a keys-only mirror, the per-head matrices",
+          "[runtime][dense_executor][estimate][deepseek2]") {
+  for (const char* file : {"tiny-deepseek2-f32.gguf", "tiny-deepseek2-legacy-f32.gguf"}) {
+    INFO(file);
+    auto m = load_model(std::string(TANDEM_SHARED_DIR) + "/data/tiny-deepseek2/" + file);
+    const model::ModelSpec& spec = *m->checkpoint.spec;
+    const model::ModelWeights& w = *m->checkpoint.weights;
+    REQUIRE(spec.kv_value_dim() == 0);
+    CHECK(dense_executor_unsupported(spec).empty());
+    auto plan = plan_dense_device(spec, w, {spec.n_layers, spec.kv_dim(), 16, 40}, 64);
+    INFO((plan.ok() ? "" : plan.status().to_string()));
+    REQUIRE(plan.ok());
+    CHECK(plan->bytes.kv == spec.n_layers * 40 * 16 * spec.kv_dim() * sizeof(float));
+    CHECK(cuda_dense_unsupported_tensor(*plan).empty());
+    // Every layer's k_b and v_b: heads x (kv_lora x nope) and heads x (v_head x kv_lora).
+    const model::MlaSpec& mla = spec.mla;
+    for (const DeviceLayerRefs& l : plan->layers) {
+      REQUIRE(l.k_b.present());
+      REQUIRE(l.v_b.present());
+      CHECK(l.k_b.rows == mla.kv_lora_rank);
+      CHECK(l.k_b.cols == mla.qk_nope_dim);
+      CHECK(l.v_b.rows == mla.v_head_dim);
+      CHECK(l.v_b.cols == mla.kv_lora_rank);
+    }
+    size_t head_uploads = 0;
+    for (const DeviceUpload& u : plan->uploads) {
+      if (u.name.find(" head ") != std::string::npos) ++head_uploads;
+    }
+    CHECK(head_uploads == 2 * spec.n_layers * spec.n_heads);
+  }
 }
 
 }  // namespace

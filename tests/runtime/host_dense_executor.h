@@ -101,6 +101,7 @@ class HostDenseExecutor final : public DenseExecutor {
     MirrorView(HostDenseExecutor& e, const DenseSequence& seq) : e_(e), seq_(seq) {}
     size_t n_layers() const override { return e_.keys_.size(); }
     size_t kv_dim() const override { return e_.pool_.kv_dim(); }
+    bool keys_only() const override { return e_.pool_.keys_only(); }
     size_t max_positions() const override { return seq_.start_pos + seq_.n_tokens; }
     size_t length() const override { return seq_.start_pos + seq_.n_tokens; }
     Status prepare_write(size_t, size_t) override { return Status(); }
@@ -112,13 +113,13 @@ class HostDenseExecutor final : public DenseExecutor {
       for (size_t i = 0; i < seq_.n_tokens; ++i) {
         const size_t row = static_cast<size_t>(e_.slots_[seq_.first_token + i]) * dim;
         std::copy_n(k.data() + i * dim, dim, e_.keys_[layer].data() + row);
-        std::copy_n(v.data() + i * dim, dim, e_.values_[layer].data() + row);
+        if (!keys_only()) std::copy_n(v.data() + i * dim, dim, e_.values_[layer].data() + row);
       }
     }
     kernels::KvBlocks blocks(size_t layer, size_t) const override {
       kernels::KvBlocks kv;
       kv.keys = e_.keys_[layer].data();
-      kv.values = e_.values_[layer].data();
+      kv.values = keys_only() ? kv.keys : e_.values_[layer].data();
       kv.table = std::span<const int32_t>(e_.tables_).subspan(seq_.table_begin, seq_.table_size);
       kv.block_rows = e_.pool_.block_tokens();
       kv.n_blocks = e_.pool_.n_blocks();

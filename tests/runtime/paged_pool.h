@@ -29,14 +29,14 @@ inline PagedPool make_pool_of(size_t n_layers, size_t kv_dim, size_t block_token
                    std::make_unique<KvBlockAllocator>(std::move(allocator).value())};
 }
 
-// n_blocks blocks of block_tokens positions for `runner`'s model, of its KV element type (kv_dim 0
-// = the model's; another value makes a pool shaped for another model). Every layer, sliding-window
-// ones included.
+// n_blocks blocks of block_tokens positions for `runner`'s model, of its KV element type, keys
+// only for MLA (kv_dim 0 = the model's; another value makes a pool shaped for another model).
+// Every layer, sliding-window ones included.
 inline PagedPool make_pool(const ModelRunner& runner, size_t block_tokens, size_t n_blocks,
-                           size_t kv_dim = 0, bool keys_only = false) {
+                           size_t kv_dim = 0) {
   const auto probe = runner.new_kv_cache(1);
   if (kv_dim == 0) kv_dim = probe->kv_dim();
-  return make_pool_of(probe->n_layers(), kv_dim, block_tokens, n_blocks, keys_only,
+  return make_pool_of(probe->n_layers(), kv_dim, block_tokens, n_blocks, probe->keys_only(),
                       runner.kv_layout().type);
 }
 

@@ -256,7 +256,7 @@ TEST_CASE("MLA's automatic form: per sequence, and a mixed batch gives each sequ
   // The long prompt through a paged keys-only cache of 3-position blocks (the scheduler's
   // storage), after a neighbour took the first block: the expanded form reads the latent rows
   // through the block table, to the same bits.
-  PagedPool p = make_pool(*autom->runner, 3, long_prompt.size() / 3 + 8, 0, /*keys_only=*/true);
+  PagedPool p = make_pool(*autom->runner, 3, long_prompt.size() / 3 + 8);  // keys only: MLA
   PagedKvCache neighbour(*p.pool, *p.allocator, 1, 64);
   REQUIRE(neighbour.prepare_write(0, 1).ok());
   PagedKvCache paged(*p.pool, *p.allocator, 2, 256);
