@@ -11,8 +11,9 @@
 //   with no register blocking beyond 8 outputs per thread.
 // - attention: one block per (token, query head), positions in chunks of 64 in order, so a long
 //   context on few heads (decode) runs on few SMs (no split over positions / flash-decoding);
-//   GQA groups read their shared K/V rows once per query head instead of once per group; no
-//   tensor cores.
+//   GQA groups read their shared K/V rows once per query head instead of once per group (MLA:
+//   every one of DeepSeek-V3's 128 heads reads the one latent row again); no tensor cores.
+// - batched matmul (MLA's per-head k_b / v_b): the plain kernels with a batch grid dimension.
 // - RoPE recomputes inv_freq with a double pow per (token, pair) instead of a cached table.
 // - element-wise ops are separate launches (no fusion with the matmuls or norms).
 #include "kernels/cuda/dense_ops.h"
