@@ -63,8 +63,8 @@ Status CudaDenseExecutor::mla_attention(size_t layer) {
   if (m.q_lora_rank > 0) {
     float* qa = d.f(d.s.mla_qa);
     TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kAttnQA)), h, n, qa, st));
-    TANDEM_RETURN_IF_ERROR(kc::rms_norm_enqueue(qa, d.vec(L.vector(R::kAttnQANorm)), eps, n,
-                                                m.q_lora_rank, qa, st));
+    TANDEM_RETURN_IF_ERROR(
+        kc::rms_norm_enqueue(qa, d.vec(L.vector(R::kAttnQANorm)), eps, n, m.q_lora_rank, qa, st));
     TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kAttnQB)), qa, n, q_raw, st));
   } else {
     TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kAttnQ)), h, n, q_raw, st));
@@ -72,8 +72,8 @@ Status CudaDenseExecutor::mla_attention(size_t layer) {
 
   // The cache rows: [c_kv | k_pe] from one projection; c_kv normed, k_pe rotated in place.
   TANDEM_RETURN_IF_ERROR(kc::matmul_enqueue(d.mat(L.matrix(R::kAttnKvA)), h, n, kv, st));
-  TANDEM_RETURN_IF_ERROR(kc::rms_norm_strided_enqueue(kv, d.vec(L.vector(R::kAttnKvANorm)), eps,
-                                                      n, lora, row, kv, st));
+  TANDEM_RETURN_IF_ERROR(kc::rms_norm_strided_enqueue(kv, d.vec(L.vector(R::kAttnKvANorm)), eps, n,
+                                                      lora, row, kv, st));
   kernels::RopeConfig rope_cpu = rope_config(spec_, layer);
   rope_cpu.head_dim = rope_dim;
   rope_cpu.rot_dims = rope_dim;
@@ -94,8 +94,8 @@ Status CudaDenseExecutor::mla_attention(size_t layer) {
                         rope_dim * sizeof(float), n * heads, cudaMemcpyDeviceToDevice,
                         static_cast<cudaStream_t>(st)),
       "copy q_pe");
-  TANDEM_RETURN_IF_ERROR(kc::batched_matmul_enqueue(d.mat(L.k_b), per_head(heads, q_head, row),
-                                                    q_raw, n, q_abs, st));
+  TANDEM_RETURN_IF_ERROR(
+      kc::batched_matmul_enqueue(d.mat(L.k_b), per_head(heads, q_head, row), q_raw, n, q_abs, st));
 
   const kc::DeviceKvLayer cache = d.kv_layer(layer, *pool_);
   TANDEM_RETURN_IF_ERROR(kc::kv_write_enqueue(cache, kv, nullptr, d.i(d.s.slots), n, st));
