@@ -107,7 +107,7 @@ Result<GpuProbe> fit_probe_to_model(const EngineOptions& options,
         const runtime::DenseDevicePlan plan,
         runtime::plan_dense_device(spec, *checkpoint.weights,
                                    {spec.n_layers, spec.kv_dim(), kKvBlockTokens, 1},
-                                   batch_tokens(options)));
+                                   batch_tokens(options), runtime::PrepareUse::kLayout));
     why = runtime::cuda_dense_unsupported_tensor(plan);
   }
   if (why.empty()) return probe;

@@ -88,7 +88,7 @@ class Planner {
 
 Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
                                           const model::ModelWeights& weights, const KvGeometry& kv,
-                                          size_t max_batch_tokens) {
+                                          size_t max_batch_tokens, PrepareUse use) {
   if (max_batch_tokens == 0) return invalid_argument_error("max_batch_tokens must be positive");
   if (kv.n_layers == 0 || kv.kv_dim == 0 || kv.block_tokens == 0 || kv.n_blocks == 0) {
     return invalid_argument_error("KV geometry dimensions must be positive");
@@ -108,7 +108,7 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
     return invalid_argument_error("weights hold another number of layers than the spec");
   }
   DenseDevicePlan plan;
-  TANDEM_ASSIGN_OR_RETURN(plan.prepared, prepare_weights(spec, weights));
+  TANDEM_ASSIGN_OR_RETURN(plan.prepared, prepare_weights(spec, weights, use));
   plan.max_batch_tokens = max_batch_tokens;
   const PreparedWeights& p = plan.prepared;
   Planner planner(plan);
@@ -219,8 +219,9 @@ std::string cuda_dense_unsupported_tensor(const DenseDevicePlan& plan) {
 Result<CudaDenseBytes> estimate_cuda_dense_bytes(const model::ModelSpec& spec,
                                                  const model::ModelWeights& weights,
                                                  const KvGeometry& kv, size_t max_batch_tokens) {
-  TANDEM_ASSIGN_OR_RETURN(DenseDevicePlan plan,
-                          plan_dense_device(spec, weights, kv, max_batch_tokens));
+  TANDEM_ASSIGN_OR_RETURN(
+      DenseDevicePlan plan,
+      plan_dense_device(spec, weights, kv, max_batch_tokens, PrepareUse::kLayout));
   return plan.bytes;
 }
 

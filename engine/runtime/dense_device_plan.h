@@ -126,11 +126,15 @@ struct DenseDevicePlan {
 };
 
 // Lays out the dense weights of (spec, weights), a KV mirror of `kv` and scratch for
-// max_batch_tokens tokens. INVALID_ARGUMENT for a zero max_batch_tokens or KV dimension, a KV
-// geometry of another model, or sizes that overflow; the errors of prepare_weights. Any thread.
+// max_batch_tokens tokens. With PrepareUse::kLayout the plan is for its bytes, offsets and types
+// only: the uploads of weights prepare_weights does not make then (the legacy attn_kv_b layout's
+// F32 key heads) have no host data. INVALID_ARGUMENT for a zero max_batch_tokens or KV dimension,
+// a KV geometry of another model, or sizes that overflow; the errors of prepare_weights. Any
+// thread.
 Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
                                           const model::ModelWeights& weights, const KvGeometry& kv,
-                                          size_t max_batch_tokens);
+                                          size_t max_batch_tokens,
+                                          PrepareUse use = PrepareUse::kCompute);
 
 // "" when every matrix of plan.uploads has a type the CUDA dense kernels take, in whole blocks per
 // row (kernels/cuda/cuda_weight_types.h); otherwise why not, naming the first tensor that does not
@@ -139,8 +143,9 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
 std::string cuda_dense_unsupported_tensor(const DenseDevicePlan& plan);
 
 // The device bytes CudaDenseExecutor::create allocates for these inputs (plan_dense_device's
-// bytes): weights and KV exact, scratch as allocated at creation (the block-table region grows
-// later only for batches whose tables share blocks, i.e. forks). No device needed.
+// bytes, from a kLayout plan): weights and KV exact, scratch as allocated at creation (the
+// block-table region grows later only for batches whose tables share blocks, i.e. forks). No
+// device needed.
 Result<CudaDenseBytes> estimate_cuda_dense_bytes(const model::ModelSpec& spec,
                                                  const model::ModelWeights& weights,
                                                  const KvGeometry& kv, size_t max_batch_tokens);

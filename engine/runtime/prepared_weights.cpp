@@ -26,8 +26,10 @@ Status slab_matrix(const model::TensorInfo& t, size_t index, size_t count, size_
 }
 
 // MLA weights: per-head views of attn_k_b / attn_v_b, or (legacy attn_kv_b, per head nope key
-// rows then v_head value rows) the value rows as views and the key rows transposed into F32.
-Status prepare_mla(const model::ModelSpec& spec, const model::LayerWeights& w, PreparedLayer& L) {
+// rows then v_head value rows) the value rows as views and the key rows transposed into F32 (for
+// kLayout, the F32 key heads' shape only).
+Status prepare_mla(const model::ModelSpec& spec, const model::LayerWeights& w, PrepareUse use,
+                   PreparedLayer& L) {
   const model::MlaSpec& m = spec.mla;
   const size_t heads = spec.n_heads;
   using R = model::WeightRole;
@@ -46,9 +48,17 @@ Status prepare_mla(const model::ModelSpec& spec, const model::LayerWeights& w, P
   TANDEM_RETURN_IF_ERROR(to_matrix(w[R::kAttnKvB], kv_b));
   const size_t per_head = m.qk_nope_dim + m.v_head_dim;
   const size_t lora = m.kv_lora_rank;
-  L.mla_owned.assign(heads * lora * m.qk_nope_dim, 0.0f);
-  std::vector<float> rows(m.qk_nope_dim * lora);
+  if (use == PrepareUse::kCompute) L.mla_owned.assign(heads * lora * m.qk_nope_dim, 0.0f);
+  std::vector<float> rows(use == PrepareUse::kCompute ? m.qk_nope_dim * lora : 0);
   for (size_t j = 0; j < heads; ++j) {
+    L.v_b[j] = kv_b;  // the value rows of head j, a row range of the checkpoint's matrix
+    L.v_b[j].data = kv_b.row_data(j * per_head + m.qk_nope_dim);
+    L.v_b[j].rows = m.v_head_dim;
+    if (use == PrepareUse::kLayout) {
+      L.k_b[j] = kernels::WeightMatrix{TensorType::kF32, nullptr, lora, m.qk_nope_dim,
+                                       m.qk_nope_dim * sizeof(float)};
+      continue;
+    }
     kernels::weight_rows_to_float(kv_b, j * per_head, j * per_head + m.qk_nope_dim, rows);
     float* kt = L.mla_owned.data() + j * lora * m.qk_nope_dim;
     for (size_t r = 0; r < m.qk_nope_dim; ++r) {
@@ -61,9 +71,6 @@ Status prepare_mla(const model::ModelSpec& spec, const model::LayerWeights& w, P
             TensorType::kF32,
             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
             lora, m.qk_nope_dim));
-    L.v_b[j] = kv_b;  // the value rows of head j, a row range of the checkpoint's matrix
-    L.v_b[j].data = kv_b.row_data(j * per_head + m.qk_nope_dim);
-    L.v_b[j].rows = m.v_head_dim;
   }
   return Status();
 }
@@ -71,7 +78,7 @@ Status prepare_mla(const model::ModelSpec& spec, const model::LayerWeights& w, P
 }  // namespace
 
 Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
-                                        const model::ModelWeights& weights) {
+                                        const model::ModelWeights& weights, PrepareUse use) {
   PreparedWeights p;
   TANDEM_RETURN_IF_ERROR(to_matrix(weights.token_embedding, p.token_embedding));
   TANDEM_RETURN_IF_ERROR(to_matrix(weights.lm_head, p.lm_head));
@@ -90,7 +97,7 @@ Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
       }
     }
     if (spec.attention == model::AttentionKind::kMla) {
-      TANDEM_RETURN_IF_ERROR(prepare_mla(spec, w, L));
+      TANDEM_RETURN_IF_ERROR(prepare_mla(spec, w, use, L));
     }
   }
   return p;

@@ -50,9 +50,18 @@ struct PreparedWeights {
   std::vector<std::vector<uint8_t>> interleaved;
 };
 
+// What prepare_weights is for:
+//  kCompute: every matrix can be computed with.
+//  kLayout:  only the types and shapes are read (a memory plan, a type check): the legacy
+//            attn_kv_b layout's key heads are not converted (PreparedLayer::k_b of type F32 and
+//            their shape, data null, mla_owned empty), which for DeepSeek-V3 saves making 2 GB
+//            of floats only to count them. Everything else is as with kCompute.
+enum class PrepareUse : uint8_t { kCompute, kLayout };
+
 // INVALID_ARGUMENT / UNIMPLEMENTED naming the tensor when a type or size is not usable.
 Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
-                                        const model::ModelWeights& weights);
+                                        const model::ModelWeights& weights,
+                                        PrepareUse use = PrepareUse::kCompute);
 
 // Gives each dense matrix that the active kernels compute faster in its type's interleaved layout
 // on `mode`'s path (kernels::interleaved_layout_preferred: the types whose weight-type table row

@@ -547,5 +547,55 @@ TEST_CASE("the CUDA dense estimate of an MLA model: a keys-only mirror, the per-
   }
 }
 
+TEST_CASE(
+    "a layout-only dense plan has the bytes, offsets and types of the real one, not its floats",
+    "[runtime][dense_executor][estimate][deepseek2]") {
+  for (const char* file : {"tiny-deepseek2-f32.gguf", "tiny-deepseek2-legacy-f32.gguf",
+                           "tiny-deepseek2-q4_k_m.gguf"}) {
+    INFO(file);
+    auto m = load_model(std::string(TANDEM_SHARED_DIR) + "/data/tiny-deepseek2/" + file);
+    const model::ModelSpec& spec = *m->checkpoint.spec;
+    const model::ModelWeights& w = *m->checkpoint.weights;
+    const KvGeometry kv{spec.n_layers, spec.kv_dim(), 16, 40};
+    auto full = plan_dense_device(spec, w, kv, 64);
+    auto layout = plan_dense_device(spec, w, kv, 64, PrepareUse::kLayout);
+    REQUIRE(full.ok());
+    REQUIRE(layout.ok());
+    CHECK(layout->bytes.total() == full->bytes.total());
+    CHECK(layout->bytes.dense_weights == full->bytes.dense_weights);
+    CHECK(layout->pinned_bytes == full->pinned_bytes);
+    REQUIRE(layout->uploads.size() == full->uploads.size());
+    const bool legacy = spec.mla.split_kv_b == false;
+    size_t without_data = 0;
+    for (size_t i = 0; i < full->uploads.size(); ++i) {
+      const DeviceUpload& a = full->uploads[i];
+      const DeviceUpload& b = layout->uploads[i];
+      INFO(a.name);
+      CHECK(b.name == a.name);
+      CHECK(b.offset == a.offset);
+      CHECK(b.bytes == a.bytes);
+      CHECK(b.type == a.type);
+      CHECK(b.cols == a.cols);
+      REQUIRE(a.host != nullptr);
+      if (b.host == nullptr) {
+        ++without_data;
+      } else {
+        // Views into the checkpoint are the same views; float copies of vectors are new copies
+        // of the same values.
+        CHECK(std::equal(static_cast<const uint8_t*>(a.host),
+                         static_cast<const uint8_t*>(a.host) + a.bytes,
+                         static_cast<const uint8_t*>(b.host)));
+      }
+    }
+    // Only the legacy layout's F32 key heads are left unmade: one per head and layer.
+    CHECK(without_data == (legacy ? spec.n_layers * spec.n_heads : 0));
+    for (const PreparedLayer& L : layout->prepared.layers) CHECK(L.mla_owned.empty());
+    CHECK(cuda_dense_unsupported_tensor(*layout) == cuda_dense_unsupported_tensor(*full));
+    auto estimate = estimate_cuda_dense_bytes(spec, w, kv, 64);
+    REQUIRE(estimate.ok());
+    CHECK(estimate->total() == full->bytes.total());
+  }
+}
+
 }  // namespace
 }  // namespace tandem::runtime::testing
