@@ -223,12 +223,11 @@ const FieldDescriptor kFields[] = {
             "them too). false = no pinning, pages where first written.",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::numa>},
     {.section = "runtime", .name = "kv_cache_type",
-     .doc = "The element type of the CPU KV cache: f16 keeps the keys and values in half the "
+     .doc = "The element type of the KV cache: f16 keeps the keys and values in half the "
             "memory (as llama.cpp's default cache), so kv_cache_bytes holds twice the tokens and "
             "long contexts decode faster, with each value rounded to the nearest half (logits "
             "move by about 2e-4 on the test models); f32 keeps them exactly. With the dense "
-            "parts on the GPU (runtime.dense_device) the KV cache lives there in f32 whatever "
-            "this says (the start-up log says so).",
+            "parts on the GPU (runtime.dense_device) the KV cache lives there, in this type.",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::kv_cache_type>},
 
     {.section = "logging", .name = "level",

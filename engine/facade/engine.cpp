@@ -148,16 +148,6 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
   runner_options.interleave_dense = options.repack_weights;
   runner_options.numa = options.numa;
   runner_options.kv_type = options.kv_cache_type;
-  if (probe.dense_on_gpu && options.kv_cache_type != kernels::KvType::kF32) {
-    // The GPU dense executor keeps the KV cache on the device, in floats, in a mirror of the host
-    // pool's blocks (which it never writes): the pool is shaped for those floats, as the GPU
-    // memory plan counted them.
-    spdlog::info(
-        "runtime.kv_cache_type {} applies to a CPU KV cache; the dense parts run on the GPU, "
-        "whose KV cache is f32, so the KV cache is f32",
-        kernels::kv_type_name(options.kv_cache_type));
-    runner_options.kv_type = kernels::KvType::kF32;
-  }
   runner_options.context_length = static_cast<size_t>(std::max(0, options.context_length));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::ModelRunner> runner,
                           runtime::ModelRunner::create(spec, *checkpoint.weights, runner_options));

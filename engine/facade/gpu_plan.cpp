@@ -144,17 +144,20 @@ Result<placement::GpuMemoryDemand> gpu_fixed_demand(const EngineOptions& options
                                                       tokens, spec.n_experts_used, spec.n_experts);
   }
   if (probe.dense_on_gpu) {
-    // The scheduler's pool geometry for kv_cache_bytes (16-position blocks; whole blocks of what
-    // the sliding-window rings leave; the full-attention layers only, as the pool holds them; the
-    // float rows the host pool keeps while the dense parts are on the GPU), before the scheduler
-    // exists. The mirror holds every layer for those blocks.
-    const runtime::KvLayerLayout layout = runtime::KvLayerLayout::of(spec);
+    // The scheduler's pool geometry for kv_cache_bytes (16-position blocks of the configured
+    // element type; whole blocks of what the sliding-window rings leave; the full-attention layers
+    // only, as the pool holds them), before the scheduler exists. The mirror holds every layer for
+    // those blocks.
+    runtime::KvLayerLayout layout = runtime::KvLayerLayout::of(spec);
+    layout.type = options.kv_cache_type;
     runtime::KvGeometry kv;
     kv.n_layers = layout.n_full;
     kv.kv_dim = spec.kv_dim();
     kv.block_tokens = kKvBlockTokens;
+    kv.type = options.kv_cache_type;
     const uint64_t planes = spec.kv_value_dim() == 0 ? 1 : 2;  // MLA: the latent rows alone
-    const uint64_t block_bytes = planes * kv.n_layers * kv.kv_dim * sizeof(float) * kv.block_tokens;
+    const uint64_t block_bytes =
+        planes * kv.n_layers * kv.kv_dim * kernels::kv_type_bytes(kv.type) * kv.block_tokens;
     const auto rings = static_cast<uint64_t>(
         runtime::window_rings_budget_bytes(layout, kv.kv_dim, options.limits));
     const uint64_t pool_bytes = options.kv_cache_bytes > rings ? options.kv_cache_bytes - rings : 0;
@@ -186,7 +189,8 @@ Result<GpuServing> attach_gpu(const EngineOptions& options, const model::Checkpo
   runtime::KvPool& pool = scheduler.kv_pool();
   if (probe.dense_on_gpu) {
     TANDEM_RETURN_IF_ERROR(add_dense_demand(
-        checkpoint, {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks()}, tokens,
+        checkpoint,
+        {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(), pool.type()}, tokens,
         demand));
   }
   demand.experts = placement::gpu_expert_bytes(map, sizes);

@@ -19,7 +19,7 @@ struct CudaDenseExecutor::Device {
   int device = 0;
   cudaStream_t stream = nullptr;
   uint8_t* weights = nullptr;
-  float* kv = nullptr;
+  uint8_t* kv = nullptr;  // the mirror: elements of kv_type
   uint8_t* scratch = nullptr;
   uint8_t* pinned = nullptr;
   // The block-table buffers: inside scratch / pinned until a batch needs more (then owned).
@@ -33,8 +33,9 @@ struct CudaDenseExecutor::Device {
   DeviceVectorRef output_norm;
   DeviceMatrixRef lm_head;
   DeviceScratchLayout s;
-  size_t kv_layer_floats = 0;  // n_blocks * block_tokens * kv_dim
-  size_t kv_planes = 2;        // K and V per layer, or K only (MLA)
+  size_t kv_plane_bytes = 0;                        // n_blocks * block_tokens * kv_dim elements
+  size_t kv_planes = 2;                             // K and V per layer, or K only (MLA)
+  kernels::KvType kv_type = kernels::KvType::kF32;  // the host pool's
   size_t n_seqs = 0;
 
   ~Device() {
@@ -60,14 +61,17 @@ struct CudaDenseExecutor::Device {
   kernels::cuda::DeviceMatrix mat(const DeviceMatrixRef& r) const {
     return kernels::cuda::DeviceMatrix{r.type, weights + r.offset, r.rows, r.cols};
   }
-  // Layer `layer` of the KV mirror (the pool's block geometry; values == keys when keys only).
+  // Layer `layer` of the KV mirror (the pool's block geometry and element type; values == keys
+  // when keys only).
   kernels::cuda::DeviceKvLayer kv_layer(size_t layer, const KvPool& pool) const {
     kernels::cuda::DeviceKvLayer l;
-    l.keys = kv + kv_planes * layer * kv_layer_floats;
-    l.values = kv_planes == 2 ? l.keys + kv_layer_floats : l.keys;
+    uint8_t* keys = kv + kv_planes * layer * kv_plane_bytes;
+    l.keys = keys;
+    l.values = kv_planes == 2 ? keys + kv_plane_bytes : keys;
     l.block_rows = pool.block_tokens();
     l.n_blocks = pool.n_blocks();
     l.kv_dim = pool.kv_dim();
+    l.type = kv_type;
     return l;
   }
   // The current pass's tokens as the attention kernel reads them (begin() uploaded them).

@@ -67,7 +67,8 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
   if (const std::string why = dense_executor_unsupported(spec); !why.empty()) {
     return unimplemented_error(why + "; run the dense layers on the CPU");
   }
-  const KvGeometry geometry{pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks()};
+  const KvGeometry geometry{pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(),
+                            pool.type()};
   TANDEM_ASSIGN_OR_RETURN(DenseDevicePlan plan,
                           plan_dense_device(spec, weights, geometry, options.max_batch_tokens));
   if (const std::string why = cuda_dense_unsupported_tensor(plan); !why.empty()) {
@@ -100,7 +101,7 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
       device_alloc(&p, plan.bytes.dense_weights, "dense weights", options.device));
   d.weights = static_cast<uint8_t*>(p);
   TANDEM_RETURN_IF_ERROR(device_alloc(&p, plan.bytes.kv, "the KV mirror", options.device));
-  d.kv = static_cast<float*>(p);
+  d.kv = static_cast<uint8_t*>(p);
   TANDEM_RETURN_IF_ERROR(device_alloc(&p, plan.bytes.scratch, "scratch", options.device));
   d.scratch = static_cast<uint8_t*>(p);
   TANDEM_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&p, plan.pinned_bytes, cudaHostAllocDefault),
@@ -121,7 +122,9 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
   d.tables = d.i(d.s.tables);
   d.pin_tables = d.pi(d.s.pin_tables);
   d.table_capacity = d.s.table_capacity;
-  d.kv_layer_floats = pool.n_blocks() * pool.block_tokens() * pool.kv_dim();
+  d.kv_type = pool.type();
+  d.kv_plane_bytes =
+      pool.n_blocks() * pool.block_tokens() * pool.kv_dim() * kernels::kv_type_bytes(d.kv_type);
   d.kv_planes = pool.keys_only() ? 1 : 2;
   return e;
 }
@@ -426,14 +429,13 @@ Status CudaDenseExecutor::copy_block(BlockId src, BlockId dst) {
                                   std::to_string(dst) + " out of range");
   }
   TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device), "cudaSetDevice");
-  const size_t block = pool_->block_tokens() * pool_->kv_dim();
+  const size_t block = pool_->block_tokens() * pool_->kv_dim() * kernels::kv_type_bytes(d.kv_type);
   for (size_t l = 0; l < d.kv_planes * spec_.n_layers; ++l) {  // every plane of every layer
-    float* base = d.kv + l * d.kv_layer_floats;
-    TANDEM_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(base + static_cast<size_t>(dst) * block,
-                        base + static_cast<size_t>(src) * block, block * sizeof(float),
-                        cudaMemcpyDeviceToDevice, d.stream),
-        "KV block copy");
+    uint8_t* base = d.kv + l * d.kv_plane_bytes;
+    TANDEM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + static_cast<size_t>(dst) * block,
+                                                base + static_cast<size_t>(src) * block, block,
+                                                cudaMemcpyDeviceToDevice, d.stream),
+                                "KV block copy");
   }
   return Status();
 }

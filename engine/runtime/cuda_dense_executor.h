@@ -37,8 +37,9 @@ struct CudaDenseInfo {
 // estimate_cuda_dense_bytes — plus a larger block-table buffer if a batch ever needs one): every
 // dense weight but the token embedding (matrices in their file type, one of
 // kernels/cuda/cuda_weight_types.h; MLA's per-head k_b / v_b back to back; norms and biases as
-// float), a KV mirror with the host pool's block geometry for every model layer (K and V, or the
-// latent rows alone for MLA), and scratch for max_batch_tokens tokens; page-locked host buffers
+// float), a KV mirror with the host pool's block geometry and element type (f32, or f16 rounded as
+// the host rounds it) for every model layer (K and V, or the latent rows alone for MLA), and
+// scratch for max_batch_tokens tokens; page-locked host buffers
 // stage every transfer. All work runs on one stream it owns; moe_input and logits synchronise with
 // it, the other calls only enqueue. Arithmetic is float (quantized weights meet float activations),
 // so results match the CPU path with quantized_activations = false to float rounding (sums reduced

@@ -136,7 +136,7 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
     ffn_max = std::max({ffn_max, L.matrix(R::kSharedGate).rows, L.matrix(R::kDenseGate).rows});
   }
 
-  // Exact: one allocation of 2 * layers * blocks * block_tokens * kv_dim floats (no padding, so
+  // Exact: one allocation of 2 * layers * blocks * block_tokens * kv_dim elements (no padding, so
   // not Bump::take, which would round the row count up to kDeviceAlign before the kv_dim factor).
   // Every model layer: a sliding-window layer keeps every position on the device too, addressed by
   // the full layers' block ids (its attention reads only the window). MLA keeps keys only.
@@ -146,7 +146,7 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
   const uint64_t kv_planes = spec.kv_value_dim() == 0 ? 1 : 2;
   if (__builtin_mul_overflow(kv_planes * spec.n_layers, kv.n_blocks, &kv_rows) ||
       __builtin_mul_overflow(kv_rows, kv.block_tokens, &kv_rows) ||
-      __builtin_mul_overflow(kv_rows, kv.kv_dim * sizeof(float), &kv_bytes)) {
+      __builtin_mul_overflow(kv_rows, kv.kv_dim * kernels::kv_type_bytes(kv.type), &kv_bytes)) {
     kvb.ok = false;
   }
   kvb.used = kv_bytes;

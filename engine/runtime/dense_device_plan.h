@@ -12,25 +12,28 @@
 #include "base/result.h"
 #include "engine/model/model.h"
 #include "engine/runtime/prepared_weights.h"
+#include "kernels/cpu/kv_type.h"
 #include "kernels/tensor_type.h"
 
 namespace tandem::runtime {
 
 // The KV pool geometry a device mirror copies (runtime::KvPool's). n_layers is the pool's: every
 // model layer, or for a model with sliding-window layers possibly its full-attention layers only
-// (the scheduler's pool, KvLayerLayout::n_full); the mirror holds every model layer either way.
+// (the scheduler's pool, KvLayerLayout::n_full); the mirror holds every model layer either way, in
+// the pool's element type.
 struct KvGeometry {
   size_t n_layers = 0;
   size_t kv_dim = 0;
   size_t block_tokens = 0;
   size_t n_blocks = 0;
+  kernels::KvType type = kernels::KvType::kF32;
 };
 
 // Device bytes by kind. A plain value.
 struct CudaDenseBytes {
   uint64_t dense_weights = 0;  // every dense matrix and vector but the token embedding
   // The KV mirror: (2, or 1 for keys-only MLA) x model layers x n_blocks x block_tokens x kv_dim
-  // floats.
+  // elements of the pool's type (4 or 2 bytes).
   uint64_t kv = 0;
   uint64_t scratch = 0;  // activations and index arrays for max_batch_tokens tokens
   uint64_t total() const { return dense_weights + kv + scratch; }

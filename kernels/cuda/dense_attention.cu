@@ -12,9 +12,15 @@
 // row; values == keys then). out = acc / l. A head's sink logit starts the online softmax as a
 // position of weight exp(sink - m) with no value: m = sink, l = 1, acc = 0.
 //
+// The K/V elements are floats or halves (DeviceKvLayer::type): both kernels are templates over the
+// element type, read through to_float (exact for a half) and written through from_float (a half
+// rounded to nearest even: __float2half_rn, the bits of F16C's vcvtps2ph and of the host's scalar
+// conversion).
+//
 // Device-side guards: a block id read from a table outside [0, n_blocks) or a negative token
 // position makes that (token, head)'s output NaN (never a read outside the pool); a kv_write slot
 // outside [0, n_blocks * block_rows) is not written (never a write outside the pool).
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -39,11 +45,29 @@ constexpr int kKvWriteThreads = 256;
 static_assert(kAttnThreads >= kAttnChunk, "one thread per chunk position computes its weight");
 static_assert(kMaxValueDim % kAttnThreads == 0, "whole output dims per thread");
 
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+template <typename T>
 struct AttentionParams {
   const float* q;
   float* out;
-  const float* keys;
-  const float* values;
+  const T* keys;
+  const T* values;
   const int32_t* token_seq;
   const int32_t* token_pos;
   const int32_t* table_begin;
@@ -60,11 +84,12 @@ struct AttentionParams {
   const float* sinks;  // [n_heads] or null
 };
 
-__global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams p) {
+template <typename T>
+__global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams<T> p) {
   __shared__ float qs[kMaxHeadDim];
   __shared__ float scores[kAttnChunk];
   __shared__ float weights[kAttnChunk];
-  __shared__ size_t row_off[kAttnChunk];  // float offset of the chunk position's K/V head slice
+  __shared__ size_t row_off[kAttnChunk];  // element offset of the chunk position's K/V head slice
   __shared__ int bad;
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid % kWarp;
@@ -113,8 +138,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams
       if (block >= 0 && block < p.n_blocks) {
         off = static_cast<size_t>(block) * block_stride +
               static_cast<size_t>(pj % p.block_rows) * p.kv_dim + head_off;
-        const float* k = p.keys + off;
-        for (int d = lane; d < p.head_dim; d += kWarp) dot = fmaf(qs[d], k[d], dot);
+        const T* k = p.keys + off;
+        for (int d = lane; d < p.head_dim; d += kWarp) dot = fmaf(qs[d], to_float(k[d]), dot);
       } else if (lane == 0) {
         bad = 1;
       }
@@ -146,7 +171,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams
       if (d < p.value_dim) {
         float a = acc[i] * alpha;
 #pragma unroll 4
-        for (int j = 0; j < n; ++j) a = fmaf(weights[j], p.values[row_off[j] + d], a);
+        for (int j = 0; j < n; ++j) a = fmaf(weights[j], to_float(p.values[row_off[j] + d]), a);
         acc[i] = a;
       }
     }
@@ -163,17 +188,22 @@ __global__ void __launch_bounds__(kAttnThreads) attention_kernel(AttentionParams
 
 // One block per new token: copies its K and V rows (K only when v is null: a keys-only layer)
 // into pool row slots[t].
+template <typename T>
 __global__ void __launch_bounds__(kKvWriteThreads)
-    kv_write_kernel(float* keys, float* values, const float* k, const float* v,
-                    const int32_t* slots, int64_t pool_rows, size_t kv_dim) {
+    kv_write_kernel(T* keys, T* values, const float* k, const float* v, const int32_t* slots,
+                    int64_t pool_rows, size_t kv_dim) {
   const size_t t = blockIdx.x;
   const int32_t slot = slots[t];
   if (slot < 0 || slot >= pool_rows) return;
   const size_t dst = static_cast<size_t>(slot) * kv_dim;
   const size_t src = t * kv_dim;
-  for (size_t i = threadIdx.x; i < kv_dim; i += kKvWriteThreads) keys[dst + i] = k[src + i];
+  for (size_t i = threadIdx.x; i < kv_dim; i += kKvWriteThreads) {
+    keys[dst + i] = from_float<T>(k[src + i]);
+  }
   if (v == nullptr) return;
-  for (size_t i = threadIdx.x; i < kv_dim; i += kKvWriteThreads) values[dst + i] = v[src + i];
+  for (size_t i = threadIdx.x; i < kv_dim; i += kKvWriteThreads) {
+    values[dst + i] = from_float<T>(v[src + i]);
+  }
 }
 
 // INVALID_ARGUMENT unless the layer is non-empty and its float count fits in size_t.
@@ -196,6 +226,35 @@ Status check_kv_layer(const DeviceKvLayer& kv, const char* what) {
   return Status();
 }
 
+// Launches attention_kernel<T> over the checked arguments of attention_enqueue.
+template <typename T>
+Status launch_attention(const float* q, const DeviceKvLayer& kv, const DeviceAttentionBatch& batch,
+                        const DeviceAttentionShape& shape, size_t value_dim, float* out,
+                        void* stream) {
+  AttentionParams<T> p{};
+  p.q = q;
+  p.out = out;
+  p.keys = static_cast<const T*>(kv.keys);
+  p.values = static_cast<const T*>(kv.values);
+  p.token_seq = batch.token_seq;
+  p.token_pos = batch.token_pos;
+  p.table_begin = batch.table_begin;
+  p.tables = batch.tables;
+  p.block_rows = static_cast<int64_t>(kv.block_rows);
+  p.n_blocks = static_cast<int64_t>(kv.n_blocks);
+  p.kv_dim = kv.kv_dim;
+  p.n_heads = static_cast<int>(shape.n_heads);
+  p.group = static_cast<int>(shape.n_heads / shape.n_kv_heads);
+  p.head_dim = static_cast<int>(shape.head_dim);
+  p.value_dim = static_cast<int>(value_dim);
+  p.scale = shape.scale;
+  p.window = static_cast<int64_t>(shape.window);
+  p.sinks = shape.sinks;
+  const auto blocks = static_cast<unsigned>(batch.n_tokens * shape.n_heads);
+  attention_kernel<T><<<blocks, kAttnThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  return dense_internal::launch_status("attention");
+}
+
 }  // namespace
 
 using dense_internal::launch_status;
@@ -214,10 +273,17 @@ Status kv_write_enqueue(const DeviceKvLayer& layer, const float* k, const float*
     return invalid_argument_error(
         "CUDA kv_write: null pointer (v must be null exactly for a keys-only layer)");
   }
-  kv_write_kernel<<<static_cast<unsigned>(n_tokens), kKvWriteThreads, 0,
-                    static_cast<cudaStream_t>(stream)>>>(
-      layer.keys, layer.values, k, v, slots,
-      static_cast<int64_t>(layer.block_rows * layer.n_blocks), layer.kv_dim);
+  const auto pool_rows = static_cast<int64_t>(layer.block_rows * layer.n_blocks);
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (layer.type == KvType::kF16) {
+    kv_write_kernel<__half><<<static_cast<unsigned>(n_tokens), kKvWriteThreads, 0, st>>>(
+        static_cast<__half*>(layer.keys), static_cast<__half*>(layer.values), k, v, slots,
+        pool_rows, layer.kv_dim);
+  } else {
+    kv_write_kernel<float><<<static_cast<unsigned>(n_tokens), kKvWriteThreads, 0, st>>>(
+        static_cast<float*>(layer.keys), static_cast<float*>(layer.values), k, v, slots, pool_rows,
+        layer.kv_dim);
+  }
   return launch_status("kv_write");
 }
 
@@ -267,28 +333,10 @@ Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAt
   if (overlaps(q, q_bytes, out, out_bytes)) {
     return invalid_argument_error("CUDA attention: out overlaps q");
   }
-  AttentionParams p{};
-  p.q = q;
-  p.out = out;
-  p.keys = kv.keys;
-  p.values = kv.values;
-  p.token_seq = batch.token_seq;
-  p.token_pos = batch.token_pos;
-  p.table_begin = batch.table_begin;
-  p.tables = batch.tables;
-  p.block_rows = static_cast<int64_t>(kv.block_rows);
-  p.n_blocks = static_cast<int64_t>(kv.n_blocks);
-  p.kv_dim = kv.kv_dim;
-  p.n_heads = static_cast<int>(shape.n_heads);
-  p.group = static_cast<int>(shape.n_heads / shape.n_kv_heads);
-  p.head_dim = static_cast<int>(shape.head_dim);
-  p.value_dim = static_cast<int>(value_dim);
-  p.scale = shape.scale;
-  p.window = static_cast<int64_t>(shape.window);
-  p.sinks = shape.sinks;
-  const auto blocks = static_cast<unsigned>(batch.n_tokens * shape.n_heads);
-  attention_kernel<<<blocks, kAttnThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
-  return launch_status("attention");
+  if (kv.type == KvType::kF16) {
+    return launch_attention<__half>(q, kv, batch, shape, value_dim, out, stream);
+  }
+  return launch_attention<float>(q, kv, batch, shape, value_dim, out, stream);
 }
 
 }  // namespace tandem::kernels::cuda

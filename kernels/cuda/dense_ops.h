@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "base/status.h"
+#include "kernels/cpu/kv_type.h"
 #include "kernels/tensor_type.h"
 
 namespace tandem::kernels {
@@ -120,22 +121,26 @@ Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* po
                     const DeviceRope& rope, void* stream);
 
 // One layer of a paged KV pool in device memory, laid out as runtime::KvPool lays out host memory:
-// block b's K rows start at keys + b * block_rows * kv_dim (values likewise); row j of a block is
-// position (its table index) * block_rows + j of the owning sequence; kv_dim = n_kv_heads *
-// head_dim floats per row. Keys only (MLA: the values are the leading value_dim floats of each key
-// row): values == keys.
+// block b's K rows start at element b * block_rows * kv_dim of keys (values likewise); row j of a
+// block is position (its table index) * block_rows + j of the owning sequence; kv_dim =
+// n_kv_heads * head_dim elements per row. Elements are `type`: f32, or f16 (IEEE halves, as
+// kernels::store_kv_elements writes them). Keys only (MLA: the values are the leading value_dim
+// elements of each key row): values == keys.
 struct DeviceKvLayer {
-  float* keys = nullptr;
-  float* values = nullptr;
+  void* keys = nullptr;
+  void* values = nullptr;
   size_t block_rows = 0;
   size_t n_blocks = 0;
   size_t kv_dim = 0;
+  KvType type = KvType::kF32;
 };
 
 // Writes K/V rows of n_tokens new tokens into the pool: token t goes to pool row slots[t] = block
 // id * block_rows + row within the block (computed by the caller from the token's sequence block
 // table and position; slots [n_tokens] device int32, each < n_blocks * block_rows).
-// k, v: [n_tokens x kv_dim]; v null for a keys-only layer (values == keys), which takes k only.
+// k, v: [n_tokens x kv_dim] floats; v null for a keys-only layer (values == keys), which takes k
+// only. An f16 layer stores each float rounded to the nearest half, ties to even (overflow to
+// infinity), the bits kernels::store_kv_elements gives on the host.
 Status kv_write_enqueue(const DeviceKvLayer& layer, const float* k, const float* v,
                         const int32_t* slots, size_t n_tokens, void* stream);
 
@@ -176,7 +181,8 @@ struct DeviceAttentionShape {
 // out[t][h] = sum_p softmax_p(scale * q[t][h] . k_p) v_p over positions p = 0 .. token_pos[t] of
 // token t's sequence, or its last `window` positions, the softmax's denominator also holding
 // exp(sinks[h]) where the model has sinks (kernels::attention_heads). q [n_tokens x n_heads x
-// head_dim], out [n_tokens x n_heads x value_dim]; out must not overlap q. The K/V rows of every
+// head_dim], out [n_tokens x n_heads x value_dim]; out must not overlap q. An f16 layer's elements
+// are read as their exact float values. The K/V rows of every
 // attended position must have been written (kv_write_enqueue of this layer for the batch's own new
 // tokens comes first on the same stream).
 Status attention_enqueue(const float* q, const DeviceKvLayer& kv, const DeviceAttentionBatch& batch,

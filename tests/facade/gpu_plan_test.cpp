@@ -71,34 +71,43 @@ TEST_CASE("the start-up estimate of the KV mirror covers the scheduler's real po
   // Before the scheduler exists, gpu_fixed_demand works out its pool from runtime.kv_cache_bytes;
   // the mirror the executor then allocates for the real pool is that size: K and V of every layer
   // (tiny-moe), the full layers' blocks for every layer (gpt-oss, whose window rings come out of
-  // the budget first), the latent rows alone (MLA).
+  // the budget first), the latent rows alone (MLA); in runtime.kv_cache_type's elements.
   for (const char* file : {"tiny-moe/tiny-moe-f32.gguf", "tiny-gpt-oss/tiny-gpt-oss-f32.gguf",
                            "tiny-deepseek2/tiny-deepseek2-f32.gguf"}) {
-    INFO(file);
-    Result<model::Checkpoint> c = model::open_model(kShared + file);
-    REQUIRE(c.ok());
-    EngineOptions o = options_for(DenseDevice::kGpu);
-    o.kv_cache_bytes = uint64_t{48} << 20;
-    const Result<placement::GpuMemoryDemand> guess = gpu_fixed_demand(o, *c, device_probe(), false);
-    INFO((guess.ok() ? "" : guess.status().to_string()));
-    REQUIRE(guess.ok());
+    for (const kernels::KvType type : {kernels::KvType::kF32, kernels::KvType::kF16}) {
+      INFO(file << ", KV " << kernels::kv_type_name(type));
+      Result<model::Checkpoint> c = model::open_model(kShared + file);
+      REQUIRE(c.ok());
+      EngineOptions o = options_for(DenseDevice::kGpu);
+      o.kv_cache_bytes = uint64_t{48} << 20;
+      o.kv_cache_type = type;
+      const Result<placement::GpuMemoryDemand> guess =
+          gpu_fixed_demand(o, *c, device_probe(), false);
+      INFO((guess.ok() ? "" : guess.status().to_string()));
+      REQUIRE(guess.ok());
 
-    auto runner = runtime::ModelRunner::create(*c->spec, *c->weights, {});
-    REQUIRE(runner.ok());
-    runtime::SchedulerOptions so;
-    so.limits = o.limits;
-    so.limits.context_length = static_cast<int64_t>((*runner)->context_length());
-    so.kv_budget_bytes = static_cast<int64_t>(o.kv_cache_bytes);
-    auto scheduler = runtime::Scheduler::create(std::move(runner).value(), so);
-    REQUIRE(scheduler.ok());
-    const runtime::KvPool& pool = (*scheduler)->kv_pool();
-    const size_t tokens = static_cast<size_t>(std::max<int64_t>(1, o.limits.max_batch_tokens));
-    const auto real = runtime::estimate_cuda_dense_bytes(
-        *c->spec, *c->weights,
-        {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks()}, tokens);
-    REQUIRE(real.ok());
-    CHECK(guess->kv == real->kv);
-    CHECK(guess->dense == real->dense_weights);
+      runtime::RunnerOptions ro;
+      ro.kv_type = type;  // as Engine::create sets it
+      auto runner = runtime::ModelRunner::create(*c->spec, *c->weights, ro);
+      REQUIRE(runner.ok());
+      runtime::SchedulerOptions so;
+      so.limits = o.limits;
+      so.limits.context_length = static_cast<int64_t>((*runner)->context_length());
+      so.kv_budget_bytes = static_cast<int64_t>(o.kv_cache_bytes);
+      auto scheduler = runtime::Scheduler::create(std::move(runner).value(), so);
+      REQUIRE(scheduler.ok());
+      const runtime::KvPool& pool = (*scheduler)->kv_pool();
+      const size_t tokens = static_cast<size_t>(std::max<int64_t>(1, o.limits.max_batch_tokens));
+      REQUIRE(pool.type() == type);
+      const auto real = runtime::estimate_cuda_dense_bytes(
+          *c->spec, *c->weights,
+          {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(), pool.type()},
+          tokens);
+      REQUIRE(real.ok());
+      CHECK(guess->kv == real->kv);
+      CHECK(guess->dense == real->dense_weights);
+      CHECK(real->kv == pool.bytes() / pool.n_layers() * c->spec->n_layers);
+    }
   }
 }
 

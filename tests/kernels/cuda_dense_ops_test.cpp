@@ -19,6 +19,7 @@
 #include "kernels/cpu/activation_rows.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/float_convert.h"
+#include "kernels/cpu/kv_type.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rope.h"
@@ -592,6 +593,69 @@ TEST_CASE("CUDA attention matches kernels::attention_heads over a paged pool", "
       }
     }
   }
+}
+
+TEST_CASE("CUDA kv_write and attention over an f16 pool: the host's halves, read exactly",
+          "[cuda]") {
+  if (!have_device()) return;
+  std::mt19937 rng(31);
+  // One sequence of 40 positions in blocks of 16 (table 2, 0, 1), the last 7 as queries; keys
+  // and values written by kv_write from floats, including values a half cannot hold (rounded,
+  // overflowed to infinity in a row no query reads: position 0 lies outside the window of 32).
+  const size_t block_rows = 16, n_blocks = 3, n_heads = 4, n_kv_heads = 2, head_dim = 64;
+  const size_t kv_dim = n_kv_heads * head_dim, ctx = 40, n_q = 7, window = 32;
+  const std::vector<int32_t> table = {2, 0, 1};
+  std::vector<float> k = random_floats(ctx * kv_dim, -1.0f, 1.0f, rng);
+  std::vector<float> v = random_floats(ctx * kv_dim, -1.0f, 1.0f, rng);
+  k[5] = 1e6f;   // position 0: infinity as a half
+  v[9] = 1e-9f;  // a subnormal-range value: rounds to zero
+  std::vector<int32_t> slots(ctx);
+  for (size_t p = 0; p < ctx; ++p) {
+    slots[p] = table[p / block_rows] * static_cast<int32_t>(block_rows) +
+               static_cast<int32_t>(p % block_rows);
+  }
+  const size_t pool = n_blocks * block_rows * kv_dim;
+  const DeviceArray<uint16_t> d_keys(std::vector<uint16_t>(pool, 0x7e00));  // NaN poison
+  const DeviceArray<uint16_t> d_values(std::vector<uint16_t>(pool, 0x7e00));
+  const DeviceArray<float> d_k(k), d_v(v);
+  const DeviceArray<int32_t> d_slots(slots);
+  const DeviceKvLayer layer{d_keys.get(), d_values.get(), block_rows,
+                            n_blocks,     kv_dim,         KvType::kF16};
+  REQUIRE(kv_write_enqueue(layer, d_k.get(), d_v.get(), d_slots.get(), ctx, nullptr).ok());
+  // The host's rounding, slot by slot: the same bits.
+  std::vector<uint16_t> want_k(pool, 0x7e00), want_v(pool, 0x7e00);
+  for (size_t p = 0; p < ctx; ++p) {
+    const size_t row = static_cast<size_t>(slots[p]) * kv_dim;
+    store_kv_elements(KvType::kF16, k.data() + p * kv_dim, want_k.data() + row, kv_dim);
+    store_kv_elements(KvType::kF16, v.data() + p * kv_dim, want_v.data() + row, kv_dim);
+  }
+  const std::vector<uint16_t> got_k = d_keys.download();
+  const std::vector<uint16_t> got_v = d_values.download();
+  CHECK(got_k == want_k);
+  CHECK(got_v == want_v);
+
+  const std::vector<float> q = random_floats(n_q * n_heads * head_dim, -1.0f, 1.0f, rng);
+  AttentionConfig config;
+  config.n_heads = n_heads;
+  config.n_kv_heads = n_kv_heads;
+  config.head_dim = head_dim;
+  config.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  config.window = window;
+  std::vector<float> want(q.size());
+  KvBlocks blocks{want_k.data(), want_v.data(), table, block_rows, n_blocks};
+  blocks.type = KvType::kF16;
+  attention_heads(q, n_q, ctx - n_q, blocks, config, want, 0, n_heads);
+  std::vector<int32_t> token_seq(n_q, 0), token_pos(n_q);
+  std::iota(token_pos.begin(), token_pos.end(), static_cast<int32_t>(ctx - n_q));
+  const DeviceArray<float> d_q(q), d_out(q.size());
+  const DeviceArray<int32_t> d_seq(token_seq), d_pos(token_pos), d_begin(std::vector<int32_t>{0}),
+      d_tables(table);
+  const DeviceAttentionBatch batch{n_q, d_seq.get(), d_pos.get(), d_begin.get(), d_tables.get()};
+  DeviceAttentionShape shape{n_heads, n_kv_heads, head_dim, config.scale};
+  shape.window = window;
+  REQUIRE(attention_enqueue(d_q.get(), layer, batch, shape, d_out.get(), nullptr).ok());
+  // The bound of the f32 test above: both sides read the same halves as exact floats.
+  expect_close(d_out.download(), want, std::vector<double>(want.size(), 2e-5));
 }
 
 // MLA's pieces: per-head matrices over strided columns, a norm over the leading part of each row,

@@ -41,7 +41,7 @@ bool have_device() {
 }
 
 KvGeometry geometry_of(const KvPool& pool) {
-  return {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks()};
+  return {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(), pool.type()};
 }
 
 // Creates the executor on p.pool, checks its bytes against the estimate and installs it.
@@ -70,14 +70,17 @@ std::vector<std::vector<int32_t>> prompts_of(const std::string& ref_path, const 
 // Three prompts prefilled in one batch (every row's logits), then 16 greedy decode steps of all
 // three in one batch; both sides are fed the CPU's tokens. The device side's caches come from a
 // pool of every layer, or (full_layer_pool) of the full-attention layers only, wrapped as the
-// scheduler wraps them for a model with sliding-window layers.
+// scheduler wraps them for a model with sliding-window layers. kv_type: both sides' caches (the
+// CPU's own, the device side's pool and so its mirror).
 void compare(const std::string& path, const std::vector<std::vector<int32_t>>& prompts,
-             bool half_experts_on_gpu, bool full_layer_pool = false) {
-  INFO(path << (half_experts_on_gpu ? " with a CUDA expert worker" : ""));
+             bool half_experts_on_gpu, bool full_layer_pool = false,
+             kernels::KvType kv_type = kernels::KvType::kF32) {
+  INFO(path << (half_experts_on_gpu ? " with a CUDA expert worker" : "") << ", KV "
+            << kernels::kv_type_name(kv_type));
   REQUIRE(prompts.size() == 3);
   std::unique_ptr<experts::CudaExpertWorker> gpu_experts;  // outlives the runner's use of it
-  auto cpu = load_model(path, 2, false);
-  auto dev = load_model(path, 2, false);
+  auto cpu = load_model(path, 2, false, true, kv_type);
+  auto dev = load_model(path, 2, false, true, kv_type);
   const model::ModelSpec& spec = dev->runner->spec();
   PagedPool p = full_layer_pool ? make_full_layer_pool(*dev->runner, 16, 128)
                                 : make_pool(*dev->runner, 16, 128);
@@ -203,6 +206,23 @@ TEST_CASE("CUDA dense executor on deepseek2 (MLA: latent cache, per-head k_b / v
   for (const char* arch : {"deepseek_v3", "deepseek_v2_lite"}) {
     compare(hf_dir(arch), prompts_of(hf_dir(arch) + "reference.json", "prompt"), false);
   }
+}
+
+TEST_CASE("CUDA dense executor over an f16 KV pool (GQA, sinks and windows, MLA)",
+          "[cuda][runtime][kv_type]") {
+  // The mirror holds halves, written with the host's rounding: the CPU path over its own f16
+  // caches is the reference, within the same bound.
+  if (!have_device()) return;
+  constexpr kernels::KvType kF16 = kernels::KvType::kF16;
+  const std::string moe = tiny_moe_dir();
+  compare(moe + "tiny-moe-f32.gguf", prompts_of(moe + "ref-f32.json", "tokens"), false, false,
+          kF16);
+  const std::string oss = std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/";
+  compare(oss + "tiny-gpt-oss-all-f32.gguf", prompts_of(oss + "ref-f32.json", "tokens"), false,
+          true, kF16);
+  const std::string ds = std::string(TANDEM_SHARED_DIR) + "/data/tiny-deepseek2/";
+  compare(ds + "tiny-deepseek2-f32.gguf", prompts_of(ds + "ref-f32.json", "tokens"), false, false,
+          kF16);
 }
 
 TEST_CASE("CUDA dense executor: copy-on-write of a forked sequence's block on the device",

@@ -86,11 +86,14 @@ enum class PoolLayers { kAll, kFullOnly };
 // Three sequences in one batch: a chunked prefill, a whole prefill with every row's logits and
 // one with the last row's; then mixed prefill + decode, greedy decode steps and a rewind, on
 // caches whose block ids are not 0, 1, 2, ... (a neighbour holds the first block).
+// kv_type: the element type of both sides' caches (the CPU path's own, the device side's pool and
+// mirror).
 void check_bit_identical(const std::string& path, const std::vector<std::vector<int32_t>>& prompts,
-                         size_t bt, bool q8_0, PoolLayers layers = PoolLayers::kAll) {
+                         size_t bt, bool q8_0, PoolLayers layers = PoolLayers::kAll,
+                         kernels::KvType kv_type = kernels::KvType::kF32) {
   REQUIRE(prompts.size() >= 3);
-  auto cpu = load_model(path, 2, q8_0);
-  auto dev = load_model(path, 3, q8_0);
+  auto cpu = load_model(path, 2, q8_0, true, kv_type);
+  auto dev = load_model(path, 3, q8_0, true, kv_type);
   const bool full_only = layers == PoolLayers::kFullOnly;
   PagedPool p = full_only ? make_full_layer_pool(*dev->runner, bt, 600 / bt + 16)
                           : make_pool(*dev->runner, bt, 600 / bt + 16);
@@ -131,7 +134,9 @@ void check_bit_identical(const std::string& path, const std::vector<std::vector<
 
   const size_t half = prompts[0].size() / 2;
   INFO(path << ", block tokens " << bt << (q8_0 ? ", q8_0 activations" : "")
-            << (full_only ? ", pool of the full layers" : ""));
+            << (full_only ? ", pool of the full layers" : "") << ", KV "
+            << kernels::kv_type_name(kv_type));
+  REQUIRE(p.pool->type() == kv_type);
   ForwardOutput out =
       step({{0, std::vector<int32_t>(prompts[0].begin(), prompts[0].begin() + half)},
             {1, prompts[1]},
@@ -218,6 +223,21 @@ TEST_CASE("a dense executor is bit-identical on deepseek2 (MLA over a keys-only 
   for (const char* arch : {"deepseek_v3", "deepseek_v2_lite"}) {
     check_bit_identical(hf_dir(arch), hf_prompts(arch), 3, true);
   }
+}
+
+TEST_CASE("a dense executor is bit-identical over an f16 KV pool (GQA, sinks and windows, MLA)",
+          "[runtime][dense_executor][kv_type]") {
+  // The device mirror keeps the pool's element type: rows rounded to halves when written, read
+  // back exactly, as the CPU path's own f16 caches do.
+  constexpr kernels::KvType kF16 = kernels::KvType::kF16;
+  check_bit_identical(tiny_moe_dir() + "tiny-moe-f32.gguf", tiny_prompts("ref-f32.json"), 3, true,
+                      PoolLayers::kAll, kF16);
+  const std::string oss = std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/";
+  check_bit_identical(oss + "tiny-gpt-oss-all-f32.gguf", tiny_prompts("ref-all-f32.json", oss), 16,
+                      false, PoolLayers::kFullOnly, kF16);
+  const std::string ds = std::string(TANDEM_SHARED_DIR) + "/data/tiny-deepseek2/";
+  check_bit_identical(ds + "tiny-deepseek2-f32.gguf", tiny_prompts("ref-f32.json", ds), 3, false,
+                      PoolLayers::kAll, kF16);
 }
 
 TEST_CASE("copy-on-write of a forked sequence's shared block reaches the executor's mirror",
@@ -475,6 +495,13 @@ TEST_CASE("the CUDA dense memory estimate needs no device and counts every kind"
     CHECK(diff >= 64 * per_token);
     CHECK(diff <= 64 * per_token + 64 * 4 * 2 * 2048 + 20 * kDeviceAlign);  // + ffn regions
     CHECK(small->total() == small->dense_weights + small->kv + small->scratch);
+    // An f16 pool's mirror: half the KV bytes, nothing else changes.
+    const KvGeometry kv16{spec.n_layers, spec.kv_dim(), 16, 40, kernels::KvType::kF16};
+    auto half = estimate_cuda_dense_bytes(spec, w, kv16, 64);
+    REQUIRE(half.ok());
+    CHECK(half->kv == small->kv / 2);
+    CHECK(half->dense_weights == small->dense_weights);
+    CHECK(half->scratch == small->scratch);
   }
   auto m = load_model(tiny_moe_dir() + "tiny-moe-f32.gguf");
   const model::ModelSpec& spec = *m->checkpoint.spec;

@@ -18,18 +18,23 @@
 #include "engine/runtime/cpu_dense_executor.h"
 #include "engine/runtime/dense_executor.h"
 #include "engine/runtime/prepared_weights.h"
+#include "kernels/cpu/kv_type.h"
 
 namespace tandem::runtime::testing {
 
-// Its KV mirror starts as NaN: a row the runner forgot to have written (or a copy-on-write copy
-// that did not reach the mirror) poisons the logits. fail_at injects an error at one call.
+// Its KV mirror, in the pool's element type (f16 rows rounded as the pool's would be), starts as
+// NaN: a row the runner forgot to have written (or a copy-on-write copy that did not reach the
+// mirror) poisons the logits. fail_at injects an error at one call.
 class HostDenseExecutor final : public DenseExecutor {
  public:
   HostDenseExecutor(const model::ModelSpec& spec, const PreparedWeights& weights, KvPool& pool,
                     kernels::MatmulActivations mode, size_t max_tokens)
       : pool_(pool), cpu_(spec, weights, nullptr, mode), max_tokens_(max_tokens) {
-    const size_t floats = pool.n_blocks() * pool.block_tokens() * pool.kv_dim();
-    keys_.assign(spec.n_layers, std::vector<float>(floats, std::nanf("")));  // every layer
+    const size_t elements = pool.n_blocks() * pool.block_tokens() * pool.kv_dim();
+    std::vector<uint8_t> plane(elements * kernels::kv_type_bytes(pool.type()));
+    const std::vector<float> nans(elements, std::nanf(""));
+    kernels::store_kv_elements(pool.type(), nans.data(), plane.data(), elements);
+    keys_.assign(spec.n_layers, plane);  // every layer
     values_ = keys_;
   }
 
@@ -83,7 +88,7 @@ class HostDenseExecutor final : public DenseExecutor {
   Status copy_block(BlockId src, BlockId dst) override {
     TANDEM_RETURN_IF_ERROR(fail("copy_block"));
     ++copies;
-    const size_t n = pool_.block_tokens() * pool_.kv_dim();
+    const size_t n = pool_.block_tokens() * pool_.kv_dim() * kernels::kv_type_bytes(pool_.type());
     for (size_t l = 0; l < keys_.size(); ++l) {
       for (auto* store : {&keys_[l], &values_[l]}) {
         std::copy_n(store->data() + static_cast<size_t>(src) * n, n,
@@ -109,11 +114,15 @@ class HostDenseExecutor final : public DenseExecutor {
     void write(size_t layer, size_t start_pos, std::span<const float> k,
                std::span<const float> v) override {
       const size_t dim = kv_dim();
+      const kernels::KvType type = e_.pool_.type();
       TANDEM_CHECK(start_pos == seq_.start_pos && k.size() == seq_.n_tokens * dim);
       for (size_t i = 0; i < seq_.n_tokens; ++i) {
-        const size_t row = static_cast<size_t>(e_.slots_[seq_.first_token + i]) * dim;
-        std::copy_n(k.data() + i * dim, dim, e_.keys_[layer].data() + row);
-        if (!keys_only()) std::copy_n(v.data() + i * dim, dim, e_.values_[layer].data() + row);
+        const size_t row = static_cast<size_t>(e_.slots_[seq_.first_token + i]) * dim *
+                           kernels::kv_type_bytes(type);
+        kernels::store_kv_elements(type, k.data() + i * dim, e_.keys_[layer].data() + row, dim);
+        if (!keys_only()) {
+          kernels::store_kv_elements(type, v.data() + i * dim, e_.values_[layer].data() + row, dim);
+        }
       }
     }
     kernels::KvBlocks blocks(size_t layer, size_t) const override {
@@ -123,6 +132,7 @@ class HostDenseExecutor final : public DenseExecutor {
       kv.table = std::span<const int32_t>(e_.tables_).subspan(seq_.table_begin, seq_.table_size);
       kv.block_rows = e_.pool_.block_tokens();
       kv.n_blocks = e_.pool_.n_blocks();
+      kv.type = e_.pool_.type();
       return kv;
     }
 
@@ -138,7 +148,7 @@ class HostDenseExecutor final : public DenseExecutor {
   KvPool& pool_;
   CpuDenseExecutor cpu_;
   size_t max_tokens_;
-  std::vector<std::vector<float>> keys_, values_;
+  std::vector<std::vector<uint8_t>> keys_, values_;  // per layer, elements of the pool's type
   std::vector<int32_t> slots_, tables_;
   std::vector<std::unique_ptr<MirrorView>> views_;
   std::vector<SequenceInput> inputs_;
