@@ -42,6 +42,15 @@ inline constexpr size_t kMlaExpandedMinTokens = 128;
 // positions of DeepSeek-V3's shape with 2 threads, 10,000 with 64; longer contexts stay absorbed.
 inline constexpr size_t kMlaExpandedMaxBytes = size_t{1} << 30;
 
+// Bytes the expanded form holds at once for a context of n_ctx positions of `spec` (an MLA model)
+// with `threads` threads: the context's latent rows as floats and quantized, their rope parts, and
+// one head's keys and values per busy thread (at most one per head). Pure.
+size_t mla_expanded_bytes(const model::ModelSpec& spec, size_t threads, size_t n_ctx);
+// Whether MlaPrefill::kAuto computes n_new new tokens after start_pos cached positions of `spec`
+// in the expanded form: at least kMlaExpandedMinTokens of them, fewer multiply-adds than the
+// absorbed form, and mla_expanded_bytes of the whole context within kMlaExpandedMaxBytes. Pure.
+bool mla_auto_expands(const model::ModelSpec& spec, size_t threads, size_t start_pos, size_t n_new);
+
 // Runs every model Tandem reads (GQA with or without sinks, biases, Q/K norms and sliding windows;
 // MLA), writing and reading K/V through the sequences' own caches (DenseBatch::host: dense,
 // paged or windowed). Every kernel computes each output element on one thread with the same
@@ -81,8 +90,6 @@ class CpuDenseExecutor final : public DenseExecutor {
   // queries (mla_q_: q_nope) and absorbed queries (q_: the rotated q_pe) and the layer's latent
   // rows in the sequence's cache; writes the sequence's rows of mla_heads_ [n x heads x v_head].
   void mla_expanded_attention(size_t layer, size_t s);
-  // Bytes the expanded form holds at once for a context of n_ctx positions.
-  size_t mla_expanded_bytes(size_t n_ctx) const;
   // Each head's k_b transposed to F32 for the layer (made on first use).
   const std::vector<float>& mla_k_b_t(size_t layer);
   // Causal attention of every sequence's new tokens (q: batch tokens x n_heads x head_dim) into

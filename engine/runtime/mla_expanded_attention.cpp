@@ -33,12 +33,20 @@ void read_latent_rows(const kernels::KvBlocks& kv, size_t row, size_t lora, size
 
 }  // namespace
 
-bool CpuDenseExecutor::mla_expanded(size_t s) const {
-  if (mla_prefill_ != MlaPrefill::kAuto) return mla_prefill_ == MlaPrefill::kExpanded;
-  const model::MlaSpec& m = spec_.mla;
-  const SequenceInput& seq = seqs_[s];
-  const double n = static_cast<double>(seq.tokens.size());
-  const double start = static_cast<double>(seq.start_pos);
+size_t mla_expanded_bytes(const model::ModelSpec& spec, size_t threads, size_t n_ctx) {
+  const model::MlaSpec& m = spec.mla;
+  const size_t width = std::max(m.q_head_dim(), m.v_head_dim);
+  const size_t busy = std::max<size_t>(1, std::min<size_t>(threads, spec.n_heads));
+  // The latent rows (float and quantized, at most 4 + 2 bytes per element), the rope parts, and
+  // per busy thread one head's keys and values.
+  return n_ctx * (m.kv_lora_rank * 6 + m.qk_rope_dim * 4 + busy * 2 * width * sizeof(float));
+}
+
+bool mla_auto_expands(const model::ModelSpec& spec, size_t threads, size_t start_pos,
+                      size_t n_new) {
+  const model::MlaSpec& m = spec.mla;
+  const double n = static_cast<double>(n_new);
+  const double start = static_cast<double>(start_pos);
   // Multiply-adds per head beyond what both forms share. Absorbed: per query-key pair the latent
   // row (scores) and its first kv_lora (values); per token q_nope through k_b and the latent
   // output through v_b. Expanded: per pair q_head + v_head; per context position its key and
@@ -48,17 +56,14 @@ bool CpuDenseExecutor::mla_expanded(size_t s) const {
   const double absorbed = pairs * static_cast<double>(m.cache_row() + m.kv_lora_rank) + n * per_map;
   const double expanded =
       pairs * static_cast<double>(m.q_head_dim() + m.v_head_dim) + (start + n) * per_map;
-  return n >= static_cast<double>(kMlaExpandedMinTokens) && expanded < absorbed &&
-         mla_expanded_bytes(seq.start_pos + seq.tokens.size()) <= kMlaExpandedMaxBytes;
+  return n_new >= kMlaExpandedMinTokens && expanded < absorbed &&
+         mla_expanded_bytes(spec, threads, start_pos + n_new) <= kMlaExpandedMaxBytes;
 }
 
-size_t CpuDenseExecutor::mla_expanded_bytes(size_t n_ctx) const {
-  const model::MlaSpec& m = spec_.mla;
-  const size_t width = std::max(m.q_head_dim(), m.v_head_dim);
-  const size_t busy = std::min<size_t>(pool_->n_threads(), spec_.n_heads);
-  // The latent rows (float and quantized, at most 4 + 2 bytes per element), the rope parts, and
-  // per busy thread one head's keys and values.
-  return n_ctx * (m.kv_lora_rank * 6 + m.qk_rope_dim * 4 + busy * 2 * width * sizeof(float));
+bool CpuDenseExecutor::mla_expanded(size_t s) const {
+  if (mla_prefill_ != MlaPrefill::kAuto) return mla_prefill_ == MlaPrefill::kExpanded;
+  const SequenceInput& seq = seqs_[s];
+  return mla_auto_expands(spec_, pool_->n_threads(), seq.start_pos, seq.tokens.size());
 }
 
 const std::vector<float>& CpuDenseExecutor::mla_k_b_t(size_t layer) {

@@ -201,6 +201,46 @@ TEST_CASE("tiny-deepseek2 in MLA's expanded form matches llama.cpp", "[runtime][
                            kernels::KvType::kF32, MlaPrefill::kExpanded);
 }
 
+TEST_CASE("MLA's automatic form at DeepSeek-V3's shape: multiply-adds and the 1 GiB bound",
+          "[runtime][deepseek2]") {
+  // The choice alone (no forward pass could reach the bound here): DeepSeek-V3's 128 heads,
+  // kv_lora 512, rope 64, nope 128, v_head 128.
+  model::ModelSpec spec;
+  spec.architecture = model::Architecture::kDeepseek2;
+  spec.attention = model::AttentionKind::kMla;
+  spec.n_heads = 128;
+  spec.mla.q_lora_rank = 1536;
+  spec.mla.kv_lora_rank = 512;
+  spec.mla.qk_nope_dim = 128;
+  spec.mla.qk_rope_dim = 64;
+  spec.mla.v_head_dim = 128;
+  // Per position: 512 x 6 + 64 x 4 bytes of latent rows, and per busy thread keys and values of
+  // width 192 in floats (2 x 192 x 4).
+  CHECK(mla_expanded_bytes(spec, 2, 1) == 3328 + 2 * 1536);
+  CHECK(mla_expanded_bytes(spec, 64, 1) == 3328 + 64 * 1536);
+  CHECK(mla_expanded_bytes(spec, 1000, 1) == 3328 + 128 * 1536);  // at most one thread per head
+
+  // Decode steps and short chunks stay absorbed; a fresh long prompt expands.
+  CHECK_FALSE(mla_auto_expands(spec, 2, 500, 1));
+  CHECK_FALSE(mla_auto_expands(spec, 2, 0, kMlaExpandedMinTokens - 1));
+  CHECK(mla_auto_expands(spec, 2, 0, kMlaExpandedMinTokens));
+  CHECK(mla_auto_expands(spec, 2, 0, 2048));
+  // A short chunk after a long context: expanding the whole context costs more than it saves.
+  CHECK_FALSE(mla_auto_expands(spec, 2, 100000, kMlaExpandedMinTokens));
+  CHECK(mla_auto_expands(spec, 2, 100000, 16384));
+
+  // The bound: the largest context whose expansion fits 1 GiB with 2 threads (6,400 bytes a
+  // position: 167,772 positions), and one more; with 64 threads far fewer (10,564).
+  const size_t most = kMlaExpandedMaxBytes / mla_expanded_bytes(spec, 2, 1);
+  REQUIRE(most == 167772);
+  const size_t n = 16384;
+  CHECK(mla_auto_expands(spec, 2, most - n, n));
+  CHECK_FALSE(mla_auto_expands(spec, 2, most - n + 1, n));
+  CHECK(kMlaExpandedMaxBytes / mla_expanded_bytes(spec, 64, 1) == 10564);
+  CHECK(mla_auto_expands(spec, 64, 0, 10564));
+  CHECK_FALSE(mla_auto_expands(spec, 64, 0, 10565));
+}
+
 TEST_CASE("MLA's automatic form: per sequence, and a mixed batch gives each sequence's bits",
           "[runtime][deepseek2]") {
   // kAuto expands a fresh prompt of kMlaExpandedMinTokens or more (fewer multiply-adds) and keeps
