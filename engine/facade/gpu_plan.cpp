@@ -146,8 +146,8 @@ Result<placement::GpuMemoryDemand> gpu_fixed_demand(const EngineOptions& options
   if (probe.dense_on_gpu) {
     // The scheduler's pool geometry for kv_cache_bytes (16-position blocks of the configured
     // element type; whole blocks of what the sliding-window rings leave; the full-attention layers
-    // only, as the pool holds them), before the scheduler exists. The mirror holds every layer for
-    // those blocks.
+    // only, as the pool holds them), before the scheduler exists. The mirror holds those layers
+    // for those blocks, and the windowed layers' rings beside it.
     runtime::KvLayerLayout layout = runtime::KvLayerLayout::of(spec);
     layout.type = options.kv_cache_type;
     runtime::KvGeometry kv;
@@ -155,6 +155,7 @@ Result<placement::GpuMemoryDemand> gpu_fixed_demand(const EngineOptions& options
     kv.kv_dim = spec.kv_dim();
     kv.block_tokens = kKvBlockTokens;
     kv.type = options.kv_cache_type;
+    kv.rings = runtime::device_window_rings(layout, options.limits, kKvBlockTokens);
     const uint64_t planes = spec.kv_value_dim() == 0 ? 1 : 2;  // MLA: the latent rows alone
     const uint64_t block_bytes =
         planes * kv.n_layers * kv.kv_dim * kernels::kv_type_bytes(kv.type) * kv.block_tokens;
@@ -187,11 +188,15 @@ Result<GpuServing> attach_gpu(const EngineOptions& options, const model::Checkpo
   TANDEM_ASSIGN_OR_RETURN(placement::ExpertSizes sizes, placement::expert_sizes(checkpoint));
   placement::GpuMemoryDemand demand;
   runtime::KvPool& pool = scheduler.kv_pool();
+  // The windowed layers of a model with sliding windows in the executor's rings, one per running
+  // sequence (the pool holds the full layers).
+  const runtime::DeviceWindowRings rings = runtime::device_window_rings(
+      scheduler.runner().kv_layout(), scheduler.limits(), pool.block_tokens());
   if (probe.dense_on_gpu) {
     TANDEM_RETURN_IF_ERROR(add_dense_demand(
         checkpoint,
-        {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(), pool.type()}, tokens,
-        demand));
+        {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(), pool.type(), rings},
+        tokens, demand));
   }
   demand.experts = placement::gpu_expert_bytes(map, sizes);
   demand.n_experts = n_gpu_experts;
@@ -230,8 +235,9 @@ Result<GpuServing> attach_gpu(const EngineOptions& options, const model::Checkpo
   if (probe.dense_on_gpu) {
     TANDEM_ASSIGN_OR_RETURN(
         gpu::GpuDense dense,
-        gpu::create_dense_executor(spec, *checkpoint.weights, pool,
-                                   {.device = probe.device, .max_batch_tokens = tokens}));
+        gpu::create_dense_executor(
+            spec, *checkpoint.weights, pool,
+            {.device = probe.device, .max_batch_tokens = tokens, .window_rings = rings}));
     serving.allocated.dense = dense.bytes.dense_weights;
     serving.allocated.kv = dense.bytes.kv;
     serving.allocated.dense_scratch = dense.bytes.scratch;

@@ -75,7 +75,8 @@ Result<GpuExperts> create_expert_worker(const model::ModelSpec& spec,
 
 struct DenseOptions {
   int device = 0;
-  size_t max_batch_tokens = 0;  // the most tokens of one forward pass; positive
+  size_t max_batch_tokens = 0;                   // the most tokens of one forward pass; positive
+  runtime::DeviceWindowRings window_rings = {};  // runtime::CudaDenseOptions::window_rings
 };
 
 // A device dense executor (attention, norms, routers, shared experts, dense FFNs, head) over a

@@ -50,6 +50,7 @@ Result<GpuDense> create_dense_executor(const model::ModelSpec& spec,
   runtime::CudaDenseOptions o;
   o.device = options.device;
   o.max_batch_tokens = options.max_batch_tokens;
+  o.window_rings = options.window_rings;
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CudaDenseExecutor> executor,
                           runtime::CudaDenseExecutor::create(spec, weights, pool, o));
   GpuDense out;

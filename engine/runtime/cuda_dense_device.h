@@ -36,6 +36,14 @@ struct CudaDenseExecutor::Device {
   size_t kv_plane_bytes = 0;                        // n_blocks * block_tokens * kv_dim elements
   size_t kv_planes = 2;                             // K and V per layer, or K only (MLA)
   kernels::KvType kv_type = kernels::KvType::kF32;  // the host pool's
+  // Per model layer: its index among the mirrored layers, or (window rings) -1 with its index
+  // among the rings in ring_of_layer; the rings start kv_ring_offset bytes into kv, each plane
+  // ring_plane_bytes, ring_blocks blocks in all (slots x blocks per ring).
+  std::vector<int32_t> mirror_of_layer, ring_of_layer;
+  size_t kv_ring_offset = 0;
+  size_t ring_plane_bytes = 0;
+  size_t ring_blocks = 0;
+  size_t ring_tables_at = 0;  // this pass's ring tables: tables + ring_tables_at
   size_t n_seqs = 0;
 
   ~Device() {
@@ -61,27 +69,35 @@ struct CudaDenseExecutor::Device {
   kernels::cuda::DeviceMatrix mat(const DeviceMatrixRef& r) const {
     return kernels::cuda::DeviceMatrix{r.type, weights + r.offset, r.rows, r.cols};
   }
-  // Layer `layer` of the KV mirror (the pool's block geometry and element type; values == keys
-  // when keys only).
+  bool in_ring(size_t layer) const { return ring_of_layer[layer] >= 0; }
+  // Layer `layer` of the KV mirror or, for a windowed layer with window rings, of the rings (the
+  // pool's block rows and element type; values == keys when keys only).
   kernels::cuda::DeviceKvLayer kv_layer(size_t layer, const KvPool& pool) const {
     kernels::cuda::DeviceKvLayer l;
-    uint8_t* keys = kv + kv_planes * layer * kv_plane_bytes;
+    const bool ring = in_ring(layer);
+    const size_t plane = ring ? ring_plane_bytes : kv_plane_bytes;
+    uint8_t* keys =
+        ring ? kv + kv_ring_offset + kv_planes * static_cast<size_t>(ring_of_layer[layer]) * plane
+             : kv + kv_planes * static_cast<size_t>(mirror_of_layer[layer]) * plane;
     l.keys = keys;
-    l.values = kv_planes == 2 ? keys + kv_plane_bytes : keys;
+    l.values = kv_planes == 2 ? keys + plane : keys;
     l.block_rows = pool.block_tokens();
-    l.n_blocks = pool.n_blocks();
+    l.n_blocks = ring ? ring_blocks : pool.n_blocks();
     l.kv_dim = pool.kv_dim();
     l.type = kv_type;
     return l;
   }
-  // The current pass's tokens as the attention kernel reads them (begin() uploaded them).
-  kernels::cuda::DeviceAttentionBatch attention_batch(size_t n_tokens) const {
+  // Where this pass's new rows of `layer` go (begin() uploaded them).
+  const int32_t* kv_slots(size_t layer) const { return i(in_ring(layer) ? s.ring_slots : s.slots); }
+  // The current pass's tokens as the attention kernel reads them for `layer` (begin() uploaded
+  // them).
+  kernels::cuda::DeviceAttentionBatch attention_batch(size_t n_tokens, size_t layer) const {
     kernels::cuda::DeviceAttentionBatch b;
     b.n_tokens = n_tokens;
     b.token_seq = i(s.token_seq);
     b.token_pos = i(s.positions);
     b.table_begin = i(s.table_begin);
-    b.tables = tables;
+    b.tables = in_ring(layer) ? tables + ring_tables_at : tables;
     return b;
   }
 };

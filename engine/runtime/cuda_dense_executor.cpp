@@ -67,8 +67,8 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
   if (const std::string why = dense_executor_unsupported(spec); !why.empty()) {
     return unimplemented_error(why + "; run the dense layers on the CPU");
   }
-  const KvGeometry geometry{pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(),
-                            pool.type()};
+  const KvGeometry geometry{pool.n_layers(), pool.kv_dim(), pool.block_tokens(),
+                            pool.n_blocks(), pool.type(),   options.window_rings};
   TANDEM_ASSIGN_OR_RETURN(DenseDevicePlan plan,
                           plan_dense_device(spec, weights, geometry, options.max_batch_tokens));
   if (const std::string why = cuda_dense_unsupported_tensor(plan); !why.empty()) {
@@ -78,6 +78,7 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
   std::unique_ptr<CudaDenseExecutor> e(new CudaDenseExecutor());
   e->spec_ = spec;
   e->pool_ = &pool;
+  e->rings_ = options.window_rings;
   e->info_.device = options.device;
   e->info_.max_batch_tokens = options.max_batch_tokens;
   e->info_.bytes = plan.bytes;
@@ -123,9 +124,22 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
   d.pin_tables = d.pi(d.s.pin_tables);
   d.table_capacity = d.s.table_capacity;
   d.kv_type = pool.type();
-  d.kv_plane_bytes =
-      pool.n_blocks() * pool.block_tokens() * pool.kv_dim() * kernels::kv_type_bytes(d.kv_type);
+  d.kv_plane_bytes = plan.mirror_plane_bytes;
   d.kv_planes = pool.keys_only() ? 1 : 2;
+  d.kv_ring_offset = plan.kv_ring_offset;
+  d.ring_plane_bytes = plan.ring_plane_bytes;
+  d.ring_blocks = options.window_rings.slots * options.window_rings.blocks;
+  const KvLayerLayout layout = KvLayerLayout::of(spec);
+  d.mirror_of_layer.assign(spec.n_layers, -1);
+  d.ring_of_layer.assign(spec.n_layers, -1);
+  for (size_t l = 0, ring = 0; l < spec.n_layers; ++l) {
+    if (options.window_rings.slots > 0 && layout.slot[l] < 0) {
+      d.ring_of_layer[l] = static_cast<int32_t>(ring++);
+    } else {
+      d.mirror_of_layer[l] =
+          options.window_rings.slots > 0 ? layout.slot[l] : static_cast<int32_t>(l);
+    }
+  }
   return e;
 }
 
@@ -145,7 +159,8 @@ Status CudaDenseExecutor::begin(const DenseBatch& b) {
   const size_t hidden = spec_.hidden_size;
   if (n == 0 || n > info_.max_batch_tokens || b.x.size() != n * hidden || b.positions.size() != n ||
       b.token_seq.size() != n || b.kv_slots.size() != n || b.table_begin.size() != b.seqs.size() ||
-      b.seqs.empty() || b.seqs.size() > n) {
+      b.seqs.empty() || b.seqs.size() > n ||
+      (rings_.slots > 0 && (b.ring_slots.size() != n || b.ring_tables.size() != b.tables.size()))) {
     return invalid_argument_error("dense executor: batch of " + std::to_string(n) +
                                   " tokens is malformed or beyond max_batch_tokens " +
                                   std::to_string(info_.max_batch_tokens));
@@ -153,8 +168,9 @@ Status CudaDenseExecutor::begin(const DenseBatch& b) {
   TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device), "cudaSetDevice");
   // A failed pass may have left copies from the staging buffers in flight.
   TANDEM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
-  if (b.tables.size() > d.table_capacity) {  // only when tables share blocks (forks)
-    const size_t cap = std::max(b.tables.size(), 2 * d.table_capacity);
+  const size_t table_entries = b.tables.size() + b.ring_tables.size();
+  if (table_entries > d.table_capacity) {  // only when tables share blocks (forks)
+    const size_t cap = std::max(table_entries, 2 * d.table_capacity);
     if (d.own_tables != nullptr) cudaFree(d.own_tables);
     if (d.own_pin_tables != nullptr) cudaFreeHost(d.own_pin_tables);
     d.own_tables = nullptr;
@@ -181,22 +197,28 @@ Status CudaDenseExecutor::begin(const DenseBatch& b) {
   std::memcpy(pin_ints + T, b.token_seq.data(), n * sizeof(int32_t));
   std::memcpy(pin_ints + 2 * T, b.kv_slots.data(), n * sizeof(int32_t));
   std::memcpy(pin_ints + 3 * T, b.table_begin.data(), b.table_begin.size() * sizeof(int32_t));
+  std::memcpy(pin_ints + 4 * T, b.ring_slots.data(), b.ring_slots.size() * sizeof(int32_t));
   std::memcpy(d.pin_tables, b.tables.data(), b.tables.size() * sizeof(int32_t));
+  std::memcpy(d.pin_tables + b.tables.size(), b.ring_tables.data(),
+              b.ring_tables.size() * sizeof(int32_t));
+  d.ring_tables_at = b.tables.size();
   const auto h2d = cudaMemcpyHostToDevice;
   TANDEM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(d.f(d.s.x), pin_x, n * hidden * sizeof(float), h2d, d.stream), "upload x");
   const std::pair<uint64_t, size_t> ints[] = {{d.s.positions, n},
                                               {d.s.token_seq, n},
                                               {d.s.slots, n},
-                                              {d.s.table_begin, b.table_begin.size()}};
-  for (size_t k = 0; k < 4; ++k) {
+                                              {d.s.table_begin, b.table_begin.size()},
+                                              {d.s.ring_slots, b.ring_slots.size()}};
+  for (size_t k = 0; k < 5; ++k) {
+    if (ints[k].second == 0) continue;
     TANDEM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.i(ints[k].first), pin_ints + k * T,
                                                 ints[k].second * sizeof(int32_t), h2d, d.stream),
                                 "upload batch indices");
   }
-  if (!b.tables.empty()) {
+  if (table_entries > 0) {
     TANDEM_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(d.tables, d.pin_tables, b.tables.size() * sizeof(int32_t), h2d, d.stream),
+        cudaMemcpyAsync(d.tables, d.pin_tables, table_entries * sizeof(int32_t), h2d, d.stream),
         "upload block tables");
   }
   d.n_seqs = b.seqs.size();
@@ -251,8 +273,8 @@ Status CudaDenseExecutor::attention(size_t layer) {
   TANDEM_RETURN_IF_ERROR(kc::rope_enqueue(k, n, spec_.n_kv_heads, positions, rope, st));
 
   const kc::DeviceKvLayer kv = d.kv_layer(layer, *pool_);
-  TANDEM_RETURN_IF_ERROR(kc::kv_write_enqueue(kv, k, v, d.i(d.s.slots), n, st));
-  const kc::DeviceAttentionBatch batch = d.attention_batch(n);
+  TANDEM_RETURN_IF_ERROR(kc::kv_write_enqueue(kv, k, v, d.kv_slots(layer), n, st));
+  const kc::DeviceAttentionBatch batch = d.attention_batch(n, layer);
   kc::DeviceAttentionShape shape;
   shape.n_heads = spec_.n_heads;
   shape.n_kv_heads = spec_.n_kv_heads;
@@ -430,7 +452,9 @@ Status CudaDenseExecutor::copy_block(BlockId src, BlockId dst) {
   }
   TANDEM_CUDA_RETURN_IF_ERROR(cudaSetDevice(d.device), "cudaSetDevice");
   const size_t block = pool_->block_tokens() * pool_->kv_dim() * kernels::kv_type_bytes(d.kv_type);
-  for (size_t l = 0; l < d.kv_planes * spec_.n_layers; ++l) {  // every plane of every layer
+  // Every plane of every mirrored layer (a sequence's window rings are its own).
+  const size_t mirrored = rings_.slots > 0 ? pool_->n_layers() : spec_.n_layers;
+  for (size_t l = 0; l < d.kv_planes * mirrored; ++l) {
     uint8_t* base = d.kv + l * d.kv_plane_bytes;
     TANDEM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + static_cast<size_t>(dst) * block,
                                                 base + static_cast<size_t>(src) * block, block,
@@ -448,6 +472,10 @@ Result<CudaDenseInfo> enable_cuda_dense(Scheduler& scheduler, const CudaDenseOpt
   CudaDenseOptions o = options;
   const auto limit = static_cast<size_t>(std::max<int64_t>(1, scheduler.limits().max_batch_tokens));
   if (o.max_batch_tokens == 0) o.max_batch_tokens = limit;
+  if (o.window_rings.slots == 0 && scheduler.kv_pool().n_layers() == runner.kv_layout().n_full) {
+    o.window_rings = device_window_rings(runner.kv_layout(), scheduler.limits(),
+                                         scheduler.kv_pool().block_tokens());
+  }
   if (o.max_batch_tokens < limit) {
     return invalid_argument_error(
         "CUDA dense max_batch_tokens " + std::to_string(o.max_batch_tokens) +

@@ -23,6 +23,9 @@ struct CudaDenseOptions {
   // The most tokens of one forward pass (scratch is sized for it); 0 = the scheduler's
   // limits().max_batch_tokens (enable_cuda_dense only; create() needs a positive value).
   size_t max_batch_tokens = 0;
+  // Rings for the sliding-window layers (the pool holds the full layers only); none: every layer
+  // is mirrored. enable_cuda_dense sets them from the scheduler (device_window_rings).
+  DeviceWindowRings window_rings = {};
 };
 
 // What was set up. A plain value.
@@ -38,8 +41,9 @@ struct CudaDenseInfo {
 // dense weight but the token embedding (matrices in their file type, one of
 // kernels/cuda/cuda_weight_types.h; MLA's per-head k_b / v_b back to back; norms and biases as
 // float), a KV mirror with the host pool's block geometry and element type (f32, or f16 rounded as
-// the host rounds it) for every model layer (K and V, or the latent rows alone for MLA), and
-// scratch for max_batch_tokens tokens; page-locked host buffers
+// the host rounds it) for every model layer (K and V, or the latent rows alone for MLA) or, with
+// CudaDenseOptions::window_rings, for the pool's full layers with the windowed layers in rings
+// after it, and scratch for max_batch_tokens tokens; page-locked host buffers
 // stage every transfer. All work runs on one stream it owns; moe_input and logits synchronise with
 // it, the other calls only enqueue. Arithmetic is float (quantized weights meet float activations),
 // so results match the CPU path with quantized_activations = false to float rounding (sums reduced
@@ -68,6 +72,7 @@ class CudaDenseExecutor final : public DenseExecutor {
 
   KvPool* mirrored_pool() override { return pool_; }
   size_t max_batch_tokens() const override { return info_.max_batch_tokens; }
+  DeviceWindowRings window_rings() const override { return rings_; }
   Status begin(const DenseBatch& batch) override;
   Status attention(size_t layer) override;
   Status dense_ffn(size_t layer) override;
@@ -88,6 +93,7 @@ class CudaDenseExecutor final : public DenseExecutor {
 
   model::ModelSpec spec_;
   KvPool* pool_ = nullptr;
+  DeviceWindowRings rings_;
   CudaDenseInfo info_;
   std::unique_ptr<Device> d_;
   size_t n_tokens_ = 0;  // of the current pass (0: none)

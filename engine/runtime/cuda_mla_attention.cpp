@@ -98,7 +98,7 @@ Status CudaDenseExecutor::mla_attention(size_t layer) {
       kc::batched_matmul_enqueue(d.mat(L.k_b), per_head(heads, q_head, row), q_raw, n, q_abs, st));
 
   const kc::DeviceKvLayer cache = d.kv_layer(layer, *pool_);
-  TANDEM_RETURN_IF_ERROR(kc::kv_write_enqueue(cache, kv, nullptr, d.i(d.s.slots), n, st));
+  TANDEM_RETURN_IF_ERROR(kc::kv_write_enqueue(cache, kv, nullptr, d.kv_slots(layer), n, st));
   kc::DeviceAttentionShape shape;
   shape.n_heads = heads;
   shape.n_kv_heads = 1;
@@ -106,7 +106,7 @@ Status CudaDenseExecutor::mla_attention(size_t layer) {
   shape.value_dim = lora;
   shape.scale = static_cast<float>(spec_.attn_scale);
   TANDEM_RETURN_IF_ERROR(
-      kc::attention_enqueue(q_abs, cache, d.attention_batch(n), shape, latent, st));
+      kc::attention_enqueue(q_abs, cache, d.attention_batch(n, layer), shape, latent, st));
 
   // Each head's latent output back to its value space, then the output projection.
   TANDEM_RETURN_IF_ERROR(kc::batched_matmul_enqueue(d.mat(L.v_b), per_head(heads, lora, v_head),

@@ -107,6 +107,12 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
   if (weights.layers.size() != spec.n_layers) {
     return invalid_argument_error("weights hold another number of layers than the spec");
   }
+  const bool rings = kv.rings.slots > 0;
+  if (rings && (n_full == spec.n_layers || kv.n_layers != n_full || kv.rings.blocks == 0)) {
+    return invalid_argument_error(
+        "window rings need a model with sliding-window layers, a KV pool of its full layers only "
+        "and ring blocks");
+  }
   DenseDevicePlan plan;
   TANDEM_ASSIGN_OR_RETURN(plan.prepared, prepare_weights(spec, weights, use));
   plan.max_batch_tokens = max_batch_tokens;
@@ -136,20 +142,29 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
     ffn_max = std::max({ffn_max, L.matrix(R::kSharedGate).rows, L.matrix(R::kDenseGate).rows});
   }
 
-  // Exact: one allocation of 2 * layers * blocks * block_tokens * kv_dim elements (no padding, so
-  // not Bump::take, which would round the row count up to kDeviceAlign before the kv_dim factor).
-  // Every model layer: a sliding-window layer keeps every position on the device too, addressed by
-  // the full layers' block ids (its attention reads only the window). MLA keeps keys only.
+  // Exact: one allocation of the mirror then the rings (no padding, so not Bump::take, which would
+  // round the row count up to kDeviceAlign before the kv_dim factor). Without rings every model
+  // layer is mirrored: a sliding-window layer keeps every position on the device too, addressed
+  // by the full layers' block ids (its attention reads only the window). MLA keeps keys only.
   Bump kvb;
-  uint64_t kv_rows = 0;
-  uint64_t kv_bytes = 0;
   const uint64_t kv_planes = spec.kv_value_dim() == 0 ? 1 : 2;
-  if (__builtin_mul_overflow(kv_planes * spec.n_layers, kv.n_blocks, &kv_rows) ||
-      __builtin_mul_overflow(kv_rows, kv.block_tokens, &kv_rows) ||
-      __builtin_mul_overflow(kv_rows, kv.kv_dim * kernels::kv_type_bytes(kv.type), &kv_bytes)) {
+  const uint64_t row_bytes = kv.kv_dim * kernels::kv_type_bytes(kv.type);
+  const uint64_t mirrored = rings ? n_full : spec.n_layers;
+  const uint64_t windowed = rings ? spec.n_layers - n_full : 0;
+  uint64_t mirror_plane = 0, ring_plane = 0, mirror_bytes = 0, ring_bytes = 0;
+  if (__builtin_mul_overflow(kv.n_blocks, kv.block_tokens, &mirror_plane) ||
+      __builtin_mul_overflow(mirror_plane, row_bytes, &mirror_plane) ||
+      __builtin_mul_overflow(mirror_plane, kv_planes * mirrored, &mirror_bytes) ||
+      __builtin_mul_overflow(kv.rings.slots, kv.rings.blocks, &ring_plane) ||
+      __builtin_mul_overflow(ring_plane, kv.block_tokens, &ring_plane) ||
+      __builtin_mul_overflow(ring_plane, row_bytes, &ring_plane) ||
+      __builtin_mul_overflow(ring_plane, kv_planes * windowed, &ring_bytes) ||
+      __builtin_add_overflow(mirror_bytes, ring_bytes, &kvb.used)) {
     kvb.ok = false;
   }
-  kvb.used = kv_bytes;
+  plan.kv_ring_offset = mirror_bytes;
+  plan.mirror_plane_bytes = mirror_plane;
+  plan.ring_plane_bytes = ring_plane;
 
   const uint64_t T = max_batch_tokens;
   const uint64_t hidden = spec.hidden_size;
@@ -158,7 +173,7 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
   Bump sb;
   s.ffn_max = ffn_max;
   s.logit_chunk = std::min(max_batch_tokens, kLogitsChunkRows);
-  s.table_capacity = kv.n_blocks + max_batch_tokens;
+  s.table_capacity = (kv.n_blocks + max_batch_tokens) * (rings ? 2 : 1);
   s.x = sb.take(T, hidden, f);
   s.h = sb.take(T, hidden, f);
   s.tmp = sb.take(T, hidden, f);
@@ -182,13 +197,14 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
   s.token_seq = sb.take(T, sizeof(int32_t));
   s.slots = sb.take(T, sizeof(int32_t));
   s.table_begin = sb.take(T, sizeof(int32_t));
+  s.ring_slots = sb.take(rings ? T : 0, sizeof(int32_t));
   s.tables = sb.take(s.table_capacity, sizeof(int32_t));
 
   Bump pb;
   s.pin_act = pb.take(T, hidden, f);
   s.pin_router = pb.take(T, std::max<uint64_t>(spec.n_experts, 1), f);
   s.pin_logits = pb.take(s.logit_chunk, plan.lm_head.rows, f);
-  s.pin_ints = pb.take(4 * T, sizeof(int32_t));
+  s.pin_ints = pb.take(5 * T, sizeof(int32_t));
   s.pin_tables = pb.take(s.table_capacity, sizeof(int32_t));
 
   if (!planner.weights.ok || !kvb.ok || !sb.ok || !pb.ok) {

@@ -11,6 +11,7 @@
 
 #include "base/result.h"
 #include "engine/model/model.h"
+#include "engine/runtime/dense_executor.h"
 #include "engine/runtime/prepared_weights.h"
 #include "kernels/cpu/kv_type.h"
 #include "kernels/tensor_type.h"
@@ -21,19 +22,25 @@ namespace tandem::runtime {
 // model layer, or for a model with sliding-window layers possibly its full-attention layers only
 // (the scheduler's pool, KvLayerLayout::n_full); the mirror holds every model layer either way, in
 // the pool's element type.
+// With rings (slots > 0; a pool of the full layers only) the windowed layers live in the
+// executor's window rings instead (DenseExecutor::window_rings) and the mirror holds the pool's
+// layers.
 struct KvGeometry {
   size_t n_layers = 0;
   size_t kv_dim = 0;
   size_t block_tokens = 0;
   size_t n_blocks = 0;
   kernels::KvType type = kernels::KvType::kF32;
+  DeviceWindowRings rings = {};
 };
 
 // Device bytes by kind. A plain value.
 struct CudaDenseBytes {
   uint64_t dense_weights = 0;  // every dense matrix and vector but the token embedding
-  // The KV mirror: (2, or 1 for keys-only MLA) x model layers x n_blocks x block_tokens x kv_dim
-  // elements of the pool's type (4 or 2 bytes).
+  // The KV mirror: (2, or 1 for keys-only MLA) x mirrored layers x n_blocks x block_tokens x
+  // kv_dim elements of the pool's type (4 or 2 bytes), the mirrored layers being every model
+  // layer, or the pool's with window rings; then the rings: 2 x windowed layers x slots x ring
+  // blocks x block_tokens x kv_dim elements.
   uint64_t kv = 0;
   uint64_t scratch = 0;  // activations and index arrays for max_batch_tokens tokens
   uint64_t total() const { return dense_weights + kv + scratch; }
@@ -104,10 +111,12 @@ struct DeviceScratchLayout {
   uint64_t logits = 0;     // [chunk x n_vocab]
   // int32: [T] each, and tables [table_capacity].
   uint64_t positions = 0, token_seq = 0, slots = 0, table_begin = 0, tables = 0;
-  size_t table_capacity = 0;  // n_blocks + T entries
+  uint64_t ring_slots = 0;    // [T] with window rings (the windowed layers' KV slots)
+  size_t table_capacity = 0;  // n_blocks + T entries, twice that with window rings (their tables
+                              // follow the block tables)
   // Byte offsets within the pinned host block: activations [T x hidden], router logits
-  // [T x n_experts], one logits chunk, int32 [4 x T] (positions, token_seq, slots, table_begin)
-  // and the tables [table_capacity].
+  // [T x n_experts], one logits chunk, int32 [5 x T] (positions, token_seq, slots, table_begin,
+  // ring slots) and the tables [table_capacity].
   uint64_t pin_act = 0, pin_router = 0, pin_logits = 0, pin_ints = 0, pin_tables = 0;
   size_t ffn_max = 0;
   size_t logit_chunk = 0;  // min(T, kLogitsChunkRows)
@@ -126,6 +135,12 @@ struct DenseDevicePlan {
   CudaDenseBytes bytes;
   // Page-locked host staging (not device memory): activations, router logits, logits, ints.
   uint64_t pinned_bytes = 0;
+  // Within the KV allocation: the rings start after the mirror (mirror bytes); per plane (K or V)
+  // of one layer, mirror_plane_bytes (n_blocks x block_tokens x kv_dim elements) and
+  // ring_plane_bytes (slots x ring blocks x block_tokens x kv_dim elements; 0 without rings).
+  uint64_t kv_ring_offset = 0;
+  uint64_t mirror_plane_bytes = 0;
+  uint64_t ring_plane_bytes = 0;
 };
 
 // Lays out the dense weights of (spec, weights), a KV mirror of `kv` and scratch for

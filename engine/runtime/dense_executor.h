@@ -48,18 +48,36 @@ struct DenseBatch {
   std::span<const int32_t> table_begin;  // [n_seqs]: offset of each sequence's table in `tables`
   std::span<const int32_t> tables;       // every sequence's block table, back to back
   std::span<const DenseSequence> seqs;   // [n_seqs]
+  // For an executor with window rings (DenseExecutor::window_rings), the sliding-window layers'
+  // addresses (empty otherwise): ring_slots [n_tokens] as kv_slots, ring_tables laid out as
+  // tables (the same table_begin and sizes), entry i of sequence s being ring block
+  // ring * blocks + i % blocks of its WindowedKvCache's device_ring().
+  std::span<const int32_t> ring_slots;
+  std::span<const int32_t> ring_tables;
+};
+
+// The rings a device executor keeps for a model's sliding-window layers instead of mirroring them
+// at the full layers' block ids: `slots` rings (one per live sequence: WindowedKvCache::
+// device_ring), each of `blocks` blocks of the pool's block_tokens positions per windowed layer
+// (device_window_ring_blocks for passes of up to pass_tokens tokens of one sequence). slots 0:
+// none.
+struct DeviceWindowRings {
+  size_t slots = 0;
+  size_t blocks = 0;
+  size_t pass_tokens = 0;
 };
 
 // Runs one forward pass's dense work for ModelRunner. The executor keeps the residual stream
 // x [n_tokens x hidden]. Its K/V live either in the sequences' own caches (DenseBatch::host: the
 // host executor) or in a mirror of the host KvPool (same kv_dim, block_tokens, n_blocks; blocks
-// addressed by the same ids), filled only through this interface (a device executor). The mirror
-// holds every model layer. The pool holds every layer too, or, for a model with sliding-window
-// layers, its full layers only (KvLayerLayout::n_full: the scheduler's pool, whose sequences'
-// WindowedKvCaches keep the windowed layers in host rings). Then the mirror's windowed layers
-// keep every position, at the full layers' block ids, and their attention reads only the window
-// (one block table per sequence, at the price of device memory a ring would not take). Per pass
-// the runner calls, in this order:
+// addressed by the same ids), filled only through this interface (a device executor). The pool
+// holds every model layer, or, for a model with sliding-window layers, its full layers only
+// (KvLayerLayout::n_full: the scheduler's pool, whose sequences' WindowedKvCaches keep the
+// windowed layers in host rings). With window_rings() the executor keeps the windowed layers in
+// rings of its own, addressed by DenseBatch::ring_slots / ring_tables, and mirrors the pool's
+// layers; without, its mirror holds every model layer, the windowed ones at the full layers'
+// block ids (every position kept, only the window read). Per pass the runner calls, in this
+// order:
 //   begin(batch)
 //   per layer l: attention(l), then dense_ffn(l) for a dense layer, or for a MoE layer
 //     moe_input(l, h, router_logits) -> [host: route + routed experts] -> moe_output(l, moe_sum)
@@ -105,6 +123,8 @@ class DenseExecutor {
   virtual KvPool* mirrored_pool() = 0;
   // The most tokens one pass may hold (scratch is sized for it).
   virtual size_t max_batch_tokens() const = 0;
+  // Its sliding-window layers' rings (a mirrored pool of the full layers only); none by default.
+  virtual DeviceWindowRings window_rings() const { return {}; }
 
   // Starts a pass: copies x and the batch's tables to the device.
   virtual Status begin(const DenseBatch& batch) = 0;

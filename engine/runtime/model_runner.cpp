@@ -148,8 +148,14 @@ std::unique_ptr<KvCache> ModelRunner::wrap_kv_cache(std::unique_ptr<KvCache> ful
                                                     size_t max_positions) const {
   if (kv_layout_.n_windowed() == 0) return full_layers;
   if (kv_layout_.n_full == 0) full_layers.reset();
-  return std::make_unique<WindowedKvCache>(std::move(full_layers), kv_layout_, spec_.kv_dim(),
-                                           max_positions);
+  // A ring slot only for a cache the device executor can address (a paged cache of its pool).
+  const auto* paged = dynamic_cast<const PagedKvCache*>(full_layers.get());
+  const bool ring =
+      ring_slots_ != nullptr && paged != nullptr && &paged->pool() == dense_->mirrored_pool();
+  auto cache = std::make_unique<WindowedKvCache>(std::move(full_layers), kv_layout_, spec_.kv_dim(),
+                                                 max_positions);
+  if (ring) cache->set_device_ring(ring_slots_->acquire());
+  return cache;
 }
 
 Status ModelRunner::set_expert_workers(std::vector<experts::ExpertWorker*> workers,
@@ -179,6 +185,8 @@ void ModelRunner::set_moe_timings(experts::MoeLayerTimings* timings) {
 Status ModelRunner::set_dense_executor(std::unique_ptr<DenseExecutor> executor) {
   if (executor == nullptr) {
     dense_.reset();  // the old pool's hook now holds an expired reference: a no-op
+    rings_ = {};
+    ring_slots_.reset();
     return Status();
   }
   if (const std::string why = dense_executor_unsupported(spec_); !why.empty()) {
@@ -196,6 +204,15 @@ Status ModelRunner::set_dense_executor(std::unique_ptr<DenseExecutor> executor) 
       pool.keys_only() != (spec_.kv_value_dim() == 0)) {
     return invalid_argument_error("the dense executor's KV pool is shaped for another model");
   }
+  const DeviceWindowRings rings = executor->window_rings();
+  if (rings.slots > 0 && (kv_layout_.n_windowed() == 0 || pool.n_layers() != kv_layout_.n_full ||
+                          rings.blocks == 0 || rings.pass_tokens == 0)) {
+    return invalid_argument_error(
+        "the dense executor keeps window rings, which need a model with sliding-window layers "
+        "and a KV pool of its full layers only");
+  }
+  rings_ = rings;
+  ring_slots_ = rings.slots > 0 ? std::make_shared<DeviceRingSlots>(rings.slots) : nullptr;
   dense_ = std::shared_ptr<DenseExecutor>(std::move(executor));
   std::weak_ptr<DenseExecutor> weak = dense_;
   pool.set_copy_hook([weak](BlockId src, BlockId dst) -> Status {
@@ -263,6 +280,21 @@ Status ModelRunner::validate_dense(std::span<const SequenceInput> batch) const {
       return invalid_argument_error("sequence " + std::to_string(s) +
                                     ": the dense executor needs a paged KV cache of its pool");
     }
+    if (rings_.slots > 0) {
+      const auto* windowed = dynamic_cast<const WindowedKvCache*>(batch[s].cache);
+      if (windowed == nullptr || windowed->device_ring() < 0) {
+        return invalid_argument_error(
+            "sequence " + std::to_string(s) +
+            ": the dense executor keeps the sliding-window layers in rings, and this cache holds "
+            "none of its " +
+            std::to_string(rings_.slots) + " (wrapped before the executor, or all are held)");
+      }
+      if (batch[s].tokens.size() > rings_.pass_tokens) {
+        return invalid_argument_error(
+            "sequence " + std::to_string(s) + ": " + std::to_string(batch[s].tokens.size()) +
+            " tokens in one pass exceed the window rings' " + std::to_string(rings_.pass_tokens));
+      }
+    }
     n += batch[s].tokens.size();
   }
   if (n > dense_->max_batch_tokens()) {
@@ -319,6 +351,8 @@ DenseBatch ModelRunner::dense_batch(std::span<const SequenceInput> batch, bool m
   kv_slots_.clear();
   table_begin_.clear();
   tables_.clear();
+  ring_slots_of_tokens_.clear();
+  ring_tables_.clear();
   for (size_t s = 0; s < batch.size(); ++s) {
     const size_t ns = batch[s].tokens.size();
     dense_seqs_[s] = DenseSequence{token_offset_[s], ns, batch[s].start_pos, 0, 0};
@@ -343,6 +377,19 @@ DenseBatch ModelRunner::dense_batch(std::span<const SequenceInput> batch, bool m
         kv_slots_[d.first_token + i] =
             static_cast<int32_t>(static_cast<size_t>(table[p / bt]) * bt + p % bt);
       }
+      if (rings_.slots > 0) {  // validate_dense checked the ring
+        const size_t ring =
+            static_cast<size_t>(static_cast<const WindowedKvCache*>(batch[s].cache)->device_ring());
+        const size_t base = ring * rings_.blocks;
+        for (size_t i = 0; i < table.size(); ++i) {
+          ring_tables_.push_back(static_cast<int32_t>(base + i % rings_.blocks));
+        }
+        for (size_t i = 0; i < d.n_tokens; ++i) {
+          const size_t p = d.start_pos + i;
+          ring_slots_of_tokens_.push_back(
+              static_cast<int32_t>((base + (p / bt) % rings_.blocks) * bt + p % bt));
+        }
+      }
     }
   }
   DenseBatch db;
@@ -355,6 +402,8 @@ DenseBatch ModelRunner::dense_batch(std::span<const SequenceInput> batch, bool m
   db.table_begin = table_begin_;
   db.tables = tables_;
   db.seqs = dense_seqs_;
+  db.ring_slots = ring_slots_of_tokens_;
+  db.ring_tables = ring_tables_;
   return db;
 }
 

@@ -95,7 +95,9 @@ class ModelRunner {
   const KvLayerLayout& kv_layout() const { return kv_layout_; }
   // A sequence's cache from a cache of the full layers only (kv_layout().n_full layers, e.g. a
   // PagedKvCache of a pool of that many layers): wrapped in a WindowedKvCache when the model has
-  // windowed layers, returned as it is otherwise.
+  // windowed layers, returned as it is otherwise. With a device executor that keeps window rings,
+  // the WindowedKvCache holds one of its ring slots for as long as it lives (none when all are
+  // held: forward() then refuses the sequence).
   std::unique_ptr<KvCache> wrap_kv_cache(std::unique_ptr<KvCache> full_layers,
                                          size_t max_positions) const;
 
@@ -131,7 +133,10 @@ class ModelRunner {
   // executor is replaced or the runner is gone). From then on forward() takes only PagedKvCaches
   // of that pool and batches of at most executor->max_batch_tokens() tokens (INVALID_ARGUMENT
   // naming the sequence otherwise). INVALID_ARGUMENT (nothing changes) when the pool is shaped
-  // for another model. Same thread as forward().
+  // for another model, or the executor keeps window rings (DenseExecutor::window_rings) and the
+  // pool is not one of the full layers only; with rings, forward() also takes only
+  // WindowedKvCaches wrapped after this call (wrap_kv_cache), with at most rings.pass_tokens
+  // tokens per sequence. Same thread as forward().
   Status set_dense_executor(std::unique_ptr<DenseExecutor> executor);
   // The device executor, null while the dense parts run on the CPU.
   DenseExecutor* dense_executor() { return dense_.get(); }
@@ -178,7 +183,11 @@ class ModelRunner {
   // The device executor (shared with the pool's copy hook, which holds a weak reference), null
   // when the dense parts run on cpu_dense_; the per-pass tables of either.
   std::shared_ptr<DenseExecutor> dense_;
-  std::vector<int32_t> token_seq_, kv_slots_, table_begin_, tables_;
+  // Its window rings and their slots (null without rings).
+  DeviceWindowRings rings_;
+  std::shared_ptr<DeviceRingSlots> ring_slots_;
+  std::vector<int32_t> token_seq_, kv_slots_, table_begin_, tables_, ring_slots_of_tokens_,
+      ring_tables_;
   std::vector<DenseSequence> dense_seqs_;
 };
 

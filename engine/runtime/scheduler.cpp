@@ -549,6 +549,16 @@ int64_t window_rings_budget_bytes(const KvLayerLayout& layout, size_t kv_dim,
   return std::max<int64_t>(limits.max_running, 1) * ring;
 }
 
+DeviceWindowRings device_window_rings(const KvLayerLayout& layout, const SchedulerLimits& limits,
+                                      size_t block_tokens) {
+  if (layout.n_windowed() == 0 || layout.n_full == 0 || block_tokens == 0) return {};
+  DeviceWindowRings rings;
+  rings.slots = static_cast<size_t>(std::max<int64_t>(limits.max_running, 1));
+  rings.pass_tokens = static_cast<size_t>(std::max<int64_t>(limits.prefill_chunk_tokens, 1));
+  rings.blocks = device_window_ring_blocks(layout.window, rings.pass_tokens, block_tokens);
+  return rings;
+}
+
 Result<std::unique_ptr<Scheduler>> Scheduler::create(std::unique_ptr<ModelRunner> runner,
                                                      SchedulerOptions options) {
   if (runner == nullptr) return invalid_argument_error("scheduler needs a model runner");

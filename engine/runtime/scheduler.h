@@ -104,6 +104,12 @@ enum class StopMode {
 int64_t window_rings_budget_bytes(const KvLayerLayout& layout, size_t kv_dim,
                                   const SchedulerLimits& limits);
 
+// The window rings a device dense executor keeps beside a scheduler's pool of `block_tokens`
+// positions per block (DeviceWindowRings): one per running sequence (max(max_running, 1)), for
+// passes of up to prefill_chunk_tokens tokens of a sequence; none for a model without windows.
+DeviceWindowRings device_window_rings(const KvLayerLayout& layout, const SchedulerLimits& limits,
+                                      size_t block_tokens);
+
 // KV memory is paged: create() allocates one KvPool holding every block of the budget (block_tokens
 // positions x kv_dim floats, K and V, per layer) and never allocates KV memory again. The
 // KvBlockAllocator owns the block bookkeeping and decides admission and preemption; each running

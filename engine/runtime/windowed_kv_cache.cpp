@@ -25,6 +25,14 @@ size_t window_ring_positions(size_t window, size_t pass_tokens, size_t block_row
   return ((span + block_rows - 1) / block_rows + 1) * block_rows;
 }
 
+size_t device_window_ring_blocks(size_t window, size_t pass_tokens, size_t block_rows) {
+  const size_t own = window_ring_positions(window, pass_tokens, block_rows);
+  const size_t host = window_ring_positions(window, pass_tokens, kWindowRingBlockRows);
+  // One block more than the larger of the two: a device block may start up to block_rows - 1
+  // positions before a host block, so the device overwrites a position only after the host has.
+  return (std::max(own, host) + block_rows - 1) / block_rows + 1;
+}
+
 size_t window_ring_bytes(const KvLayerLayout& layout, size_t kv_dim, size_t pass_tokens,
                          size_t block_rows) {
   return layout.n_windowed() * window_ring_positions(layout.window, pass_tokens, block_rows) *

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/model/model_spec.h"
+#include "engine/runtime/device_ring_slots.h"
 #include "engine/runtime/kv_cache.h"
 
 namespace tandem::runtime {
@@ -30,9 +31,19 @@ struct KvLayerLayout {
   size_t n_windowed() const { return slot.size() - n_full; }
 };
 
+// Positions per block of a WindowedKvCache's ring unless told otherwise.
+inline constexpr size_t kWindowRingBlockRows = 16;
+
 // Ring positions a windowed layer needs for a pass of `pass_tokens` tokens: window - 1 earlier
 // positions plus the pass, in whole blocks of block_rows, plus one block of alignment slack.
 size_t window_ring_positions(size_t window, size_t pass_tokens, size_t block_rows);
+
+// Blocks of block_rows positions in a device executor's ring of one windowed layer for passes of up
+// to pass_tokens tokens: position p lives in ring block (p / block_rows) % blocks. Enough for the
+// window - 1 earlier positions and the pass, and never fewer positions than a WindowedKvCache's own
+// ring (block rows kWindowRingBlockRows) holds, so that what the host ring still holds, the device
+// ring holds too (a rewind the host accepts reads nothing the device overwrote).
+size_t device_window_ring_blocks(size_t window, size_t pass_tokens, size_t block_rows);
 
 // Bytes (K and V) the windowed layers of one sequence hold at most for passes of up to pass_tokens
 // tokens: n_windowed x window_ring_positions x kv_dim x 2 x kv_type_bytes(layout.type).
@@ -53,7 +64,7 @@ class WindowedKvCache final : public KvCache {
   // `full` holds layout.n_full layers of kv_dim (null only when n_full == 0); max_positions is the
   // context limit (the inner cache's when there is one).
   WindowedKvCache(std::unique_ptr<KvCache> full, KvLayerLayout layout, size_t kv_dim,
-                  size_t max_positions, size_t block_rows = 16);
+                  size_t max_positions, size_t block_rows = kWindowRingBlockRows);
 
   size_t n_layers() const override { return layout_.n_layers(); }
   size_t kv_dim() const override { return kv_dim_; }
@@ -71,6 +82,10 @@ class WindowedKvCache final : public KvCache {
   size_t ring_blocks() const { return owner_.size(); }
   // Bytes of the windowed layers' rings (K and V).
   size_t ring_bytes() const;
+  // The ring a device dense executor keeps for this sequence's windowed layers (ModelRunner sets
+  // it when it wraps the cache for such an executor); -1 when none.
+  void set_device_ring(std::unique_ptr<DeviceRingLease> lease) { device_ring_ = std::move(lease); }
+  int32_t device_ring() const { return device_ring_ != nullptr ? device_ring_->slot() : -1; }
 
  private:
   void grow_ring(size_t n_blocks, size_t keep_from_block);
@@ -88,6 +103,7 @@ class WindowedKvCache final : public KvCache {
   // Per windowed layer: ring_blocks x rows x dim elements of layout_.type.
   std::vector<std::vector<uint8_t>> keys_, values_;
   std::vector<int32_t> table_;  // position block -> ring block, or -1
+  std::unique_ptr<DeviceRingLease> device_ring_;
 };
 
 }  // namespace tandem::runtime

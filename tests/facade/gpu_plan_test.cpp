@@ -99,14 +99,24 @@ TEST_CASE("the start-up estimate of the KV mirror covers the scheduler's real po
       const runtime::KvPool& pool = (*scheduler)->kv_pool();
       const size_t tokens = static_cast<size_t>(std::max<int64_t>(1, o.limits.max_batch_tokens));
       REQUIRE(pool.type() == type);
-      const auto real = runtime::estimate_cuda_dense_bytes(
-          *c->spec, *c->weights,
-          {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(), pool.type()},
-          tokens);
+      // gpt-oss: the windowed layers in rings, one per running sequence, beside the mirror of
+      // the pool's full layers.
+      const runtime::KvLayerLayout& layout = (*scheduler)->runner().kv_layout();
+      const runtime::DeviceWindowRings rings =
+          runtime::device_window_rings(layout, so.limits, pool.block_tokens());
+      CHECK((rings.slots > 0) == (layout.n_windowed() > 0));
+      const auto real =
+          runtime::estimate_cuda_dense_bytes(*c->spec, *c->weights,
+                                             {pool.n_layers(), pool.kv_dim(), pool.block_tokens(),
+                                              pool.n_blocks(), pool.type(), rings},
+                                             tokens);
       REQUIRE(real.ok());
       CHECK(guess->kv == real->kv);
       CHECK(guess->dense == real->dense_weights);
-      CHECK(real->kv == pool.bytes() / pool.n_layers() * c->spec->n_layers);
+      const uint64_t ring_bytes = 2 * layout.n_windowed() * rings.slots * rings.blocks *
+                                  pool.block_tokens() * pool.kv_dim() *
+                                  kernels::kv_type_bytes(type);
+      CHECK(real->kv == pool.bytes() + ring_bytes);
     }
   }
 }

@@ -40,18 +40,21 @@ bool have_device() {
   return false;
 }
 
-KvGeometry geometry_of(const KvPool& pool) {
-  return {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(), pool.type()};
+KvGeometry geometry_of(const KvPool& pool, DeviceWindowRings rings = {}) {
+  return {pool.n_layers(), pool.kv_dim(), pool.block_tokens(), pool.n_blocks(), pool.type(), rings};
 }
 
-// Creates the executor on p.pool, checks its bytes against the estimate and installs it.
-void install_cuda(LoadedModel& m, PagedPool& p) {
+// Creates the executor on p.pool (with window rings when given), checks its bytes against the
+// estimate and installs it.
+void install_cuda(LoadedModel& m, PagedPool& p, DeviceWindowRings rings = {}) {
   const model::ModelSpec& spec = *m.checkpoint.spec;
   const model::ModelWeights& w = *m.checkpoint.weights;
-  auto exec = CudaDenseExecutor::create(spec, w, *p.pool, {0, kMaxTokens});
+  CudaDenseOptions options{0, kMaxTokens};
+  options.window_rings = rings;
+  auto exec = CudaDenseExecutor::create(spec, w, *p.pool, options);
   INFO((exec.ok() ? "" : exec.status().to_string()));
   REQUIRE(exec.ok());
-  auto est = estimate_cuda_dense_bytes(spec, w, geometry_of(*p.pool), kMaxTokens);
+  auto est = estimate_cuda_dense_bytes(spec, w, geometry_of(*p.pool, rings), kMaxTokens);
   REQUIRE(est.ok());
   const CudaDenseBytes got = (*exec)->info().bytes;
   CHECK(got.dense_weights == est->dense_weights);
@@ -72,9 +75,10 @@ std::vector<std::vector<int32_t>> prompts_of(const std::string& ref_path, const 
 // pool of every layer, or (full_layer_pool) of the full-attention layers only, wrapped as the
 // scheduler wraps them for a model with sliding-window layers. kv_type: both sides' caches (the
 // CPU's own, the device side's pool and so its mirror).
+// With rings (full_layer_pool only) the windowed layers live in the executor's window rings.
 void compare(const std::string& path, const std::vector<std::vector<int32_t>>& prompts,
              bool half_experts_on_gpu, bool full_layer_pool = false,
-             kernels::KvType kv_type = kernels::KvType::kF32) {
+             kernels::KvType kv_type = kernels::KvType::kF32, bool rings = false) {
   INFO(path << (half_experts_on_gpu ? " with a CUDA expert worker" : "") << ", KV "
             << kernels::kv_type_name(kv_type));
   REQUIRE(prompts.size() == 3);
@@ -84,7 +88,11 @@ void compare(const std::string& path, const std::vector<std::vector<int32_t>>& p
   const model::ModelSpec& spec = dev->runner->spec();
   PagedPool p = full_layer_pool ? make_full_layer_pool(*dev->runner, 16, 128)
                                 : make_pool(*dev->runner, 16, 128);
-  install_cuda(*dev, p);
+  const size_t pass = 64;  // the prompts are 52-62 tokens, each prefilled in one pass
+  install_cuda(
+      *dev, p,
+      rings ? DeviceWindowRings{4, device_window_ring_blocks(spec.sliding_window, pass, 16), pass}
+            : DeviceWindowRings{});
   if (half_experts_on_gpu) {
     auto map = experts::ExpertMap::uniform(spec.n_layers, spec.n_experts, 0);
     for (size_t l = 0; l < spec.n_layers; ++l) {
@@ -186,6 +194,7 @@ TEST_CASE("CUDA dense executor on gpt-oss (sinks, sliding windows, biases, YaRN,
     compare(dir + file, prompts, false, true);
     compare(dir + file, prompts, false, false);
     compare(dir + file, prompts, true, true);
+    compare(dir + file, prompts, false, true, kernels::KvType::kF16, true);  // window rings
   }
   compare(hf_dir("gpt_oss_mxfp4"), prompts_of(hf_dir("gpt_oss_mxfp4") + "reference.json", "prompt"),
           false, true);

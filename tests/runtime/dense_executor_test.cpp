@@ -22,11 +22,12 @@ namespace tandem::runtime::testing {
 namespace {
 
 // Installs a HostDenseExecutor on `runner` mirroring p.pool; returns it (owned by the runner).
-HostDenseExecutor* install(ModelRunner& runner, PagedPool& p, bool q8_0, size_t max_tokens = 512) {
+HostDenseExecutor* install(ModelRunner& runner, PagedPool& p, bool q8_0, size_t max_tokens = 512,
+                           DeviceWindowRings rings = {}) {
   auto exec = std::make_unique<HostDenseExecutor>(
       runner.spec(), runner.prepared_weights(), *p.pool,
       q8_0 ? kernels::MatmulActivations::kQuantized : kernels::MatmulActivations::kFloat,
-      max_tokens);
+      max_tokens, rings);
   HostDenseExecutor* raw = exec.get();
   REQUIRE(runner.set_dense_executor(std::move(exec)).ok());
   return raw;
@@ -80,8 +81,15 @@ std::vector<std::vector<int32_t>> hf_prompts(const std::string& arch) {
 
 // Which pool the device side's caches come from, for a model with sliding-window layers: one of
 // every layer (plain paged caches), or one of the full layers only, as a scheduler builds it
-// (WindowedKvCaches over paged caches of it). The same for other models.
-enum class PoolLayers { kAll, kFullOnly };
+// (WindowedKvCaches over paged caches of it): with the windowed layers mirrored at the full
+// layers' block ids, or in the executor's own window rings. The same for other models.
+enum class PoolLayers { kAll, kFullOnly, kFullOnlyRings };
+
+// Window rings for three sequences and a spare, for passes of up to 64 tokens of one sequence.
+DeviceWindowRings test_rings(const ModelRunner& runner, size_t block_tokens) {
+  const size_t pass = 64;
+  return {4, device_window_ring_blocks(runner.kv_layout().window, pass, block_tokens), pass};
+}
 
 // Three sequences in one batch: a chunked prefill, a whole prefill with every row's logits and
 // one with the last row's; then mixed prefill + decode, greedy decode steps and a rewind, on
@@ -94,10 +102,12 @@ void check_bit_identical(const std::string& path, const std::vector<std::vector<
   REQUIRE(prompts.size() >= 3);
   auto cpu = load_model(path, 2, q8_0, true, kv_type);
   auto dev = load_model(path, 3, q8_0, true, kv_type);
-  const bool full_only = layers == PoolLayers::kFullOnly;
+  const bool full_only = layers != PoolLayers::kAll;
   PagedPool p = full_only ? make_full_layer_pool(*dev->runner, bt, 600 / bt + 16)
                           : make_pool(*dev->runner, bt, 600 / bt + 16);
-  install(*dev->runner, p, q8_0);
+  install(
+      *dev->runner, p, q8_0, 512,
+      layers == PoolLayers::kFullOnlyRings ? test_rings(*dev->runner, bt) : DeviceWindowRings{});
   PagedKvCache neighbour(*p.pool, *p.allocator, 100, 64);
   REQUIRE(neighbour.prepare_write(0, 1).ok());
 
@@ -134,7 +144,8 @@ void check_bit_identical(const std::string& path, const std::vector<std::vector<
 
   const size_t half = prompts[0].size() / 2;
   INFO(path << ", block tokens " << bt << (q8_0 ? ", q8_0 activations" : "")
-            << (full_only ? ", pool of the full layers" : "") << ", KV "
+            << (full_only ? ", pool of the full layers" : "")
+            << (layers == PoolLayers::kFullOnlyRings ? " and window rings" : "") << ", KV "
             << kernels::kv_type_name(kv_type));
   REQUIRE(p.pool->type() == kv_type);
   ForwardOutput out =
@@ -195,13 +206,14 @@ TEST_CASE("a dense executor is bit-identical on gpt-oss (sinks, sliding windows,
   // layers' host rings beside it (the mirror keeps them at the full layers' block ids).
   const std::string dir = std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/";
   for (size_t bt : {size_t{1}, size_t{3}, size_t{16}}) {
-    for (PoolLayers layers : {PoolLayers::kAll, PoolLayers::kFullOnly}) {
+    for (PoolLayers layers :
+         {PoolLayers::kAll, PoolLayers::kFullOnly, PoolLayers::kFullOnlyRings}) {
       check_bit_identical(dir + "tiny-gpt-oss-all-f32.gguf", tiny_prompts("ref-all-f32.json", dir),
                           bt, false, layers);
     }
   }
   check_bit_identical(dir + "tiny-gpt-oss-q8_0.gguf", tiny_prompts("ref-q8_0.json", dir), 3, true,
-                      PoolLayers::kFullOnly);
+                      PoolLayers::kFullOnlyRings);
   check_bit_identical(hf_dir("gpt_oss_mxfp4"), hf_prompts("gpt_oss_mxfp4"), 3, true,
                       PoolLayers::kFullOnly);
 }
@@ -234,7 +246,7 @@ TEST_CASE("a dense executor is bit-identical over an f16 KV pool (GQA, sinks and
                       PoolLayers::kAll, kF16);
   const std::string oss = std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/";
   check_bit_identical(oss + "tiny-gpt-oss-all-f32.gguf", tiny_prompts("ref-all-f32.json", oss), 16,
-                      false, PoolLayers::kFullOnly, kF16);
+                      false, PoolLayers::kFullOnlyRings, kF16);
   const std::string ds = std::string(TANDEM_SHARED_DIR) + "/data/tiny-deepseek2/";
   check_bit_identical(ds + "tiny-deepseek2-f32.gguf", tiny_prompts("ref-f32.json", ds), 3, false,
                       PoolLayers::kAll, kF16);
@@ -540,6 +552,89 @@ TEST_CASE(
   CHECK(other.status().code() == StatusCode::kInvalidArgument);
   CHECK(other.status().message().find("full layers") != std::string::npos);
   CHECK(dense_executor_unsupported(spec).empty());
+
+  // With window rings: the mirror holds the pool's full layers, the rings the windowed ones
+  // (slots x blocks each), after the mirror in the same allocation.
+  const DeviceWindowRings rings{5, 3, 16};
+  auto ringed =
+      plan_dense_device(spec, w, {n_full, spec.kv_dim(), 16, 40, kernels::KvType::kF16, rings}, 64);
+  REQUIRE(ringed.ok());
+  const uint64_t row = spec.kv_dim() * 2;  // f16
+  CHECK(ringed->mirror_plane_bytes == 40 * 16 * row);
+  CHECK(ringed->ring_plane_bytes == 5 * 3 * 16 * row);
+  CHECK(ringed->kv_ring_offset == 2 * n_full * 40 * 16 * row);
+  CHECK(ringed->bytes.kv ==
+        ringed->kv_ring_offset + 2 * (spec.n_layers - n_full) * 5 * 3 * 16 * row);
+  // Rings need the pool of the full layers.
+  const auto every = estimate_cuda_dense_bytes(
+      spec, w, {spec.n_layers, spec.kv_dim(), 16, 40, kernels::KvType::kF32, rings}, 64);
+  CHECK(every.status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("window rings: leased per sequence, refused where they cannot address a sequence",
+          "[runtime][dense_executor][gpt-oss]") {
+  const std::string path =
+      std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/tiny-gpt-oss-all-f32.gguf";
+  auto dev = load_model(path, 1, false);
+  ModelRunner& runner = *dev->runner;
+  // A pool of every layer cannot take rings.
+  PagedPool all = make_pool(runner, 16, 40);
+  auto exec = std::make_unique<HostDenseExecutor>(runner.spec(), runner.prepared_weights(),
+                                                  *all.pool, kernels::MatmulActivations::kFloat,
+                                                  512, DeviceWindowRings{2, 5, 8});
+  CHECK(runner.set_dense_executor(std::move(exec)).code() == StatusCode::kInvalidArgument);
+
+  PagedPool p = make_full_layer_pool(runner, 16, 40);
+  const DeviceWindowRings rings{2, device_window_ring_blocks(runner.kv_layout().window, 8, 16), 8};
+  install(runner, p, false, 512, rings);
+  auto wrap = [&](SeqId id) {
+    return runner.wrap_kv_cache(std::make_unique<PagedKvCache>(*p.pool, *p.allocator, id, 256),
+                                256);
+  };
+  auto a = wrap(1);
+  auto b = wrap(2);
+  auto c = wrap(3);  // both slots held: none for this one
+  CHECK(dynamic_cast<WindowedKvCache&>(*a).device_ring() == 0);
+  CHECK(dynamic_cast<WindowedKvCache&>(*b).device_ring() == 1);
+  CHECK(dynamic_cast<WindowedKvCache&>(*c).device_ring() == -1);
+  const std::vector<int32_t> tokens{1, 2, 3, 4};
+  ForwardOutput out;
+  SequenceInput in{c.get(), tokens, 0, LogitsWanted::kLast};
+  Status st = runner.forward({&in, 1}, out);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("rings") != std::string::npos);
+  // A slot returns with its cache.
+  b.reset();
+  // A cache the executor cannot address (the runner's own dense cache) takes no slot, free or not.
+  CHECK(dynamic_cast<WindowedKvCache&>(*runner.new_kv_cache(64)).device_ring() == -1);
+  auto d = wrap(4);
+  CHECK(dynamic_cast<WindowedKvCache&>(*d).device_ring() == 1);
+  in.cache = d.get();
+  REQUIRE(runner.forward({&in, 1}, out).ok());
+  // Decoding on around each ring several times (3 blocks of 16 positions for passes of 8 with a
+  // window of 8): the CPU path's logits, bit for bit.
+  REQUIRE(rings.blocks * 16 < 100);
+  auto cpu = load_model(path, 1, false);
+  auto cpu_cache = cpu->runner->new_kv_cache(256);
+  SequenceInput cpu_in{cpu_cache.get(), tokens, 0, LogitsWanted::kLast};
+  ForwardOutput want;
+  REQUIRE(cpu->runner->forward({&cpu_in, 1}, want).ok());
+  CHECK(out.logits == want.logits);
+  for (size_t step = 0; step < 150; ++step) {
+    INFO("decode step " << step);
+    const std::vector<int32_t> next{argmax(want.row(0, 0))};
+    SequenceInput a_in{d.get(), next, d->length(), LogitsWanted::kLast};
+    SequenceInput b_in{cpu_cache.get(), next, cpu_cache->length(), LogitsWanted::kLast};
+    REQUIRE(runner.forward({&a_in, 1}, out).ok());
+    REQUIRE(cpu->runner->forward({&b_in, 1}, want).ok());
+    REQUIRE(out.logits == want.logits);
+  }
+  // More tokens of one sequence in a pass than the rings were sized for.
+  const std::vector<int32_t> nine(9, 5);
+  SequenceInput long_in{a.get(), nine, 0, LogitsWanted::kLast};
+  st = runner.forward({&long_in, 1}, out);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("exceed the window rings") != std::string::npos);
 }
 
 TEST_CASE("the CUDA dense estimate of an MLA model: a keys-only mirror, the per-head matrices",

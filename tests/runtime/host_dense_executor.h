@@ -18,25 +18,36 @@
 #include "engine/runtime/cpu_dense_executor.h"
 #include "engine/runtime/dense_executor.h"
 #include "engine/runtime/prepared_weights.h"
+#include "engine/runtime/windowed_kv_cache.h"
 #include "kernels/cpu/kv_type.h"
 
 namespace tandem::runtime::testing {
 
 // Its KV mirror, in the pool's element type (f16 rows rounded as the pool's would be), starts as
 // NaN: a row the runner forgot to have written (or a copy-on-write copy that did not reach the
-// mirror) poisons the logits. fail_at injects an error at one call.
+// mirror) poisons the logits. fail_at injects an error at one call. With `rings` (a pool of the
+// full layers of a model with sliding-window layers) it keeps those layers in rings addressed by
+// the batch's ring slots and tables, as a device executor with window rings does, and mirrors the
+// pool's layers only; otherwise every layer.
 class HostDenseExecutor final : public DenseExecutor {
  public:
   HostDenseExecutor(const model::ModelSpec& spec, const PreparedWeights& weights, KvPool& pool,
-                    kernels::MatmulActivations mode, size_t max_tokens)
-      : pool_(pool), cpu_(spec, weights, nullptr, mode), max_tokens_(max_tokens) {
-    const size_t elements = pool.n_blocks() * pool.block_tokens() * pool.kv_dim();
-    std::vector<uint8_t> plane(elements * kernels::kv_type_bytes(pool.type()));
-    const std::vector<float> nans(elements, std::nanf(""));
-    kernels::store_kv_elements(pool.type(), nans.data(), plane.data(), elements);
-    keys_.assign(spec.n_layers, plane);  // every layer
+                    kernels::MatmulActivations mode, size_t max_tokens,
+                    DeviceWindowRings rings = {})
+      : pool_(pool),
+        cpu_(spec, weights, nullptr, mode),
+        max_tokens_(max_tokens),
+        rings_(rings),
+        layout_(KvLayerLayout::of(spec)) {
+    const size_t row = pool.kv_dim();
+    keys_.assign(spec.n_layers, {});
+    for (size_t l = 0; l < spec.n_layers; ++l) {
+      const size_t blocks = in_ring(l) ? rings_.slots * rings_.blocks : pool.n_blocks();
+      keys_[l] = nan_plane(blocks * pool.block_tokens() * row, pool.type());
+    }
     values_ = keys_;
   }
+  DeviceWindowRings window_rings() const override { return rings_; }
 
   // The call (e.g. "moe_output 1", "begin", "copy_block") that fails with INTERNAL; empty: none.
   std::string fail_at;
@@ -51,6 +62,12 @@ class HostDenseExecutor final : public DenseExecutor {
     ++passes;
     slots_.assign(b.kv_slots.begin(), b.kv_slots.end());
     tables_.assign(b.tables.begin(), b.tables.end());
+    ring_slots_.assign(b.ring_slots.begin(), b.ring_slots.end());
+    ring_tables_.assign(b.ring_tables.begin(), b.ring_tables.end());
+    if (rings_.slots > 0 &&
+        (ring_slots_.size() != b.n_tokens || ring_tables_.size() != tables_.size())) {
+      return invalid_argument_error("window rings: the batch carries no ring addresses");
+    }
     // The sequences as the CPU executor sees them: the host caches replaced by mirror views.
     views_.clear();
     inputs_.clear();
@@ -90,6 +107,7 @@ class HostDenseExecutor final : public DenseExecutor {
     ++copies;
     const size_t n = pool_.block_tokens() * pool_.kv_dim() * kernels::kv_type_bytes(pool_.type());
     for (size_t l = 0; l < keys_.size(); ++l) {
+      if (in_ring(l)) continue;  // the rings are the sequences' own
       for (auto* store : {&keys_[l], &values_[l]}) {
         std::copy_n(store->data() + static_cast<size_t>(src) * n, n,
                     store->data() + static_cast<size_t>(dst) * n);
@@ -116,9 +134,10 @@ class HostDenseExecutor final : public DenseExecutor {
       const size_t dim = kv_dim();
       const kernels::KvType type = e_.pool_.type();
       TANDEM_CHECK(start_pos == seq_.start_pos && k.size() == seq_.n_tokens * dim);
+      const std::vector<int32_t>& slots = e_.in_ring(layer) ? e_.ring_slots_ : e_.slots_;
       for (size_t i = 0; i < seq_.n_tokens; ++i) {
-        const size_t row = static_cast<size_t>(e_.slots_[seq_.first_token + i]) * dim *
-                           kernels::kv_type_bytes(type);
+        const size_t row =
+            static_cast<size_t>(slots[seq_.first_token + i]) * dim * kernels::kv_type_bytes(type);
         kernels::store_kv_elements(type, k.data() + i * dim, e_.keys_[layer].data() + row, dim);
         if (!keys_only()) {
           kernels::store_kv_elements(type, v.data() + i * dim, e_.values_[layer].data() + row, dim);
@@ -129,9 +148,11 @@ class HostDenseExecutor final : public DenseExecutor {
       kernels::KvBlocks kv;
       kv.keys = e_.keys_[layer].data();
       kv.values = keys_only() ? kv.keys : e_.values_[layer].data();
-      kv.table = std::span<const int32_t>(e_.tables_).subspan(seq_.table_begin, seq_.table_size);
+      const bool ring = e_.in_ring(layer);
+      kv.table = std::span<const int32_t>(ring ? e_.ring_tables_ : e_.tables_)
+                     .subspan(seq_.table_begin, seq_.table_size);
       kv.block_rows = e_.pool_.block_tokens();
-      kv.n_blocks = e_.pool_.n_blocks();
+      kv.n_blocks = ring ? e_.rings_.slots * e_.rings_.blocks : e_.pool_.n_blocks();
       kv.type = e_.pool_.type();
       return kv;
     }
@@ -141,6 +162,14 @@ class HostDenseExecutor final : public DenseExecutor {
     DenseSequence seq_;
   };
 
+  static std::vector<uint8_t> nan_plane(size_t elements, kernels::KvType type) {
+    std::vector<uint8_t> plane(elements * kernels::kv_type_bytes(type));
+    const std::vector<float> nans(elements, std::nanf(""));
+    kernels::store_kv_elements(type, nans.data(), plane.data(), elements);
+    return plane;
+  }
+  bool in_ring(size_t layer) const { return rings_.slots > 0 && layout_.slot[layer] < 0; }
+
   Status fail(const std::string& call) const {
     return call == fail_at ? internal_error("injected failure at " + call) : Status();
   }
@@ -148,6 +177,9 @@ class HostDenseExecutor final : public DenseExecutor {
   KvPool& pool_;
   CpuDenseExecutor cpu_;
   size_t max_tokens_;
+  DeviceWindowRings rings_;
+  KvLayerLayout layout_;
+  std::vector<int32_t> ring_slots_, ring_tables_;
   std::vector<std::vector<uint8_t>> keys_, values_;  // per layer, elements of the pool's type
   std::vector<int32_t> slots_, tables_;
   std::vector<std::unique_ptr<MirrorView>> views_;
