@@ -211,8 +211,12 @@ Result<GpuServing> attach_gpu(const EngineOptions& options, const model::Checkpo
   spdlog::info("GPU plan on {}: {}", probe.label, placement::format_gpu_demand(demand));
 
   runtime::ModelRunner& runner = scheduler.runner();
-  // The probe on the CPU alone first: the reference of the self-check below.
-  TANDEM_ASSIGN_OR_RETURN(const std::vector<float> cpu_probe, run_probe(runner, nullptr));
+  // The probe on the CPU alone first: the reference of the self-check below. Both in the
+  // scheduler's prefill chunks, which the window rings are sized for.
+  const auto pass_tokens =
+      static_cast<size_t>(std::max<int64_t>(scheduler.limits().prefill_chunk_tokens, 1));
+  TANDEM_ASSIGN_OR_RETURN(const std::vector<float> cpu_probe,
+                          run_probe(runner, nullptr, pass_tokens));
   if (n_gpu_experts > 0) {
     experts::ExpertMap experts_map =
         experts::ExpertMap::uniform(checkpoint.weights->layers.size(), spec.n_experts, 0);
@@ -246,7 +250,7 @@ Result<GpuServing> attach_gpu(const EngineOptions& options, const model::Checkpo
   serving.device_label = probe.label;
   serving.dense_on_gpu = probe.dense_on_gpu;
   TANDEM_ASSIGN_OR_RETURN(const std::vector<float> gpu_probe,
-                          run_probe(runner, probe.dense_on_gpu ? &pool : nullptr));
+                          run_probe(runner, probe.dense_on_gpu ? &pool : nullptr, pass_tokens));
   const std::string what = std::to_string(n_gpu_experts) + " experts" +
                            (probe.dense_on_gpu ? " and the dense parts" : "");
   TANDEM_RETURN_IF_ERROR(check_probe(cpu_probe, gpu_probe, what));

@@ -1,6 +1,7 @@
 // run_probe / relative_error / check_probe: the start-up comparison of the GPU path with the CPU.
 #include "engine/facade/gpu_self_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -8,7 +9,9 @@
 
 namespace tandem::engine {
 
-Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPool* pool) {
+Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPool* pool,
+                                     size_t pass_tokens) {
+  if (pass_tokens == 0) return invalid_argument_error("the probe needs passes of >= 1 token");
   std::vector<int32_t> ids(kProbeTokens);
   const size_t vocab = runner.n_vocab();
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
@@ -26,11 +29,20 @@ Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPo
         std::make_unique<runtime::PagedKvCache>(*pool, *allocator, runtime::SeqId{1}, kProbeTokens),
         kProbeTokens);
   }
+  // In passes of at most pass_tokens tokens, as the scheduler prefills (a device executor's window
+  // rings are sized for its chunks).
+  std::vector<float> logits;
+  logits.reserve(ids.size() * vocab);
   runtime::ForwardOutput out;
-  const runtime::SequenceInput seq{cache.get(), ids, 0, runtime::LogitsWanted::kAll};
-  TANDEM_RETURN_IF_ERROR(runner.forward({&seq, 1}, out));
+  for (size_t start = 0; start < ids.size(); start += pass_tokens) {
+    const size_t n = std::min(pass_tokens, ids.size() - start);
+    const runtime::SequenceInput seq{cache.get(), std::span<const int32_t>(ids).subspan(start, n),
+                                     start, runtime::LogitsWanted::kAll};
+    TANDEM_RETURN_IF_ERROR(runner.forward({&seq, 1}, out));
+    logits.insert(logits.end(), out.logits.begin(), out.logits.end());
+  }
   cache.reset();  // frees its blocks before the allocator goes
-  return std::move(out.logits);
+  return logits;
 }
 
 double relative_error(std::span<const float> want, std::span<const float> got) {

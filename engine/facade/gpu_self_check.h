@@ -18,12 +18,15 @@ namespace tandem::engine {
 // every position.
 inline constexpr size_t kProbeTokens = 8;
 
-// Runs the probe through `runner` as it is configured now and returns its logits
-// [kProbeTokens x n_vocab]. With a dense executor the probe's KV cache must be a paged one of the
-// executor's pool: pass that pool (its first blocks are borrowed through a private allocator, so
-// call this only before the scheduler has admitted anything); null = a private dense cache. Errors:
-// the forward pass's.
-Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPool* pool);
+// Runs the probe through `runner` as it is configured now, as passes of at most pass_tokens tokens
+// (the scheduler's runtime.prefill_chunk_tokens: a device executor's window rings take no longer
+// passes; compare probes of the same pass size), and returns its logits [kProbeTokens x n_vocab].
+// With a dense executor the probe's KV cache must be a paged one of the executor's pool: pass that
+// pool (its first blocks are borrowed through a private allocator, so call this only before the
+// scheduler has admitted anything); null = a private dense cache. Errors: the forward pass's;
+// INVALID_ARGUMENT for pass_tokens 0.
+Result<std::vector<float>> run_probe(runtime::ModelRunner& runner, runtime::KvPool* pool,
+                                     size_t pass_tokens = kProbeTokens);
 
 // How far `got` is from `want`: ||got - want||_2 / ||want||_2 (infinity when got holds a NaN or an
 // infinity, or the sizes differ; 0 for two empty spans).

@@ -544,8 +544,8 @@ Scheduler::Scheduler(std::unique_ptr<ModelRunner> runner, SchedulerOptions optio
 int64_t window_rings_budget_bytes(const KvLayerLayout& layout, size_t kv_dim,
                                   const SchedulerLimits& limits) {
   if (layout.n_windowed() == 0) return 0;
-  const auto ring = static_cast<int64_t>(
-      window_ring_bytes(layout, kv_dim, static_cast<size_t>(limits.prefill_chunk_tokens), 16));
+  const auto ring = static_cast<int64_t>(window_ring_bytes(
+      layout, kv_dim, static_cast<size_t>(limits.prefill_chunk_tokens), kWindowRingBlockRows));
   return std::max<int64_t>(limits.max_running, 1) * ring;
 }
 

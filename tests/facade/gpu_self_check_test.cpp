@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/checkpoint.h"
@@ -19,6 +20,23 @@ namespace tandem::engine {
 namespace {
 
 const std::string kDemo = std::string(TANDEM_SOURCE_DIR) + "/models/demo/demo-moe-q8_0.gguf";
+// Sliding-window layers: the scheduler's pool holds the full layers only.
+const std::string kTinyGptOss =
+    std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/tiny-gpt-oss-all-f32.gguf";
+
+struct LoadedRunner {
+  model::Checkpoint checkpoint;
+  std::unique_ptr<runtime::ModelRunner> runner;
+};
+
+LoadedRunner open_runner(const std::string& path) {
+  Result<model::Checkpoint> checkpoint = model::open_model(path);
+  REQUIRE(checkpoint.ok());
+  Result<std::unique_ptr<runtime::ModelRunner>> runner =
+      runtime::ModelRunner::create(*checkpoint->spec, *checkpoint->weights, {});
+  REQUIRE(runner.ok());
+  return {std::move(*checkpoint), std::move(*runner)};
+}
 
 TEST_CASE("relative_error is the relative L2 distance, infinite for non-finite values",
           "[engine][gpu][self_check]") {
@@ -56,12 +74,8 @@ TEST_CASE("check_probe accepts rounding and refuses a wrong GPU path, saying wha
 
 TEST_CASE("run_probe through a dense executor on a borrowed pool matches the CPU exactly",
           "[engine][gpu][self_check]") {
-  Result<model::Checkpoint> checkpoint = model::open_model(kDemo);
-  REQUIRE(checkpoint.ok());
-  Result<std::unique_ptr<runtime::ModelRunner>> runner =
-      runtime::ModelRunner::create(*checkpoint->spec, *checkpoint->weights, {});
-  REQUIRE(runner.ok());
-  runtime::ModelRunner& r = **runner;
+  const LoadedRunner loaded = open_runner(kDemo);
+  runtime::ModelRunner& r = *loaded.runner;
 
   const Result<std::vector<float>> cpu = run_probe(r, nullptr);
   REQUIRE(cpu.ok());
@@ -93,14 +107,8 @@ TEST_CASE(
     "run_probe on a scheduler's pool of a model with windows wraps its cache as the "
     "scheduler does",
     "[engine][gpu][self_check][gpt-oss]") {
-  // tiny-gpt-oss: the pool holds the full layers only (the windowed layers live in the mirror).
-  Result<model::Checkpoint> checkpoint = model::open_model(
-      std::string(TANDEM_SHARED_DIR) + "/data/tiny-gpt-oss/tiny-gpt-oss-all-f32.gguf");
-  REQUIRE(checkpoint.ok());
-  Result<std::unique_ptr<runtime::ModelRunner>> runner =
-      runtime::ModelRunner::create(*checkpoint->spec, *checkpoint->weights, {});
-  REQUIRE(runner.ok());
-  runtime::ModelRunner& r = **runner;
+  const LoadedRunner loaded = open_runner(kTinyGptOss);
+  runtime::ModelRunner& r = *loaded.runner;
   REQUIRE(r.kv_layout().n_windowed() > 0);
   const Result<std::vector<float>> cpu = run_probe(r, nullptr);
   REQUIRE(cpu.ok());
@@ -112,6 +120,41 @@ TEST_CASE(
   INFO((dense.ok() ? "" : dense.status().to_string()));
   REQUIRE(dense.ok());
   CHECK(relative_error(*cpu, *dense) == 0.0);
+  REQUIRE(r.set_dense_executor(nullptr).ok());
+}
+
+TEST_CASE(
+    "run_probe prefills in the scheduler's chunks, so a device's window rings sized for them "
+    "take the probe",
+    "[engine][gpu][self_check][gpt-oss]") {
+  const LoadedRunner loaded = open_runner(kTinyGptOss);
+  runtime::ModelRunner& r = *loaded.runner;
+  const size_t pass = 3;  // runtime.prefill_chunk_tokens below the probe's 8 tokens
+  const Result<std::vector<float>> cpu = run_probe(r, nullptr, pass);
+  REQUIRE(cpu.ok());
+  REQUIRE(cpu->size() == kProbeTokens * r.n_vocab());
+  // The chunked probe is the same prompt: within rounding of the one-pass probe.
+  const Result<std::vector<float>> whole = run_probe(r, nullptr);
+  REQUIRE(whole.ok());
+  CHECK(relative_error(*whole, *cpu) < 1e-5);
+
+  runtime::testing::PagedPool pool = runtime::testing::make_full_layer_pool(r, 16, 16);
+  const runtime::DeviceWindowRings rings{
+      2, runtime::device_window_ring_blocks(r.spec().sliding_window, pass, 16), pass};
+  auto executor = std::make_unique<runtime::testing::HostDenseExecutor>(
+      r.spec(), r.prepared_weights(), *pool.pool, kernels::MatmulActivations::kQuantized, 64,
+      rings);
+  runtime::testing::HostDenseExecutor* host = executor.get();
+  REQUIRE(r.set_dense_executor(std::move(executor)).ok());
+  const Result<std::vector<float>> dense = run_probe(r, pool.pool.get(), pass);
+  INFO((dense.ok() ? "" : dense.status().to_string()));
+  REQUIRE(dense.ok());
+  CHECK(host->passes == 3);
+  CHECK(relative_error(*cpu, *dense) == 0.0);
+  // One 8-token pass is more than these rings take: refused, not computed wrong.
+  const Result<std::vector<float>> too_long = run_probe(r, pool.pool.get());
+  CHECK_FALSE(too_long.ok());
+  CHECK(run_probe(r, pool.pool.get(), 0).status().code() == StatusCode::kInvalidArgument);
   REQUIRE(r.set_dense_executor(nullptr).ok());
 }
 
