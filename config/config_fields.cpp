@@ -212,7 +212,8 @@ const FieldDescriptor kFields[] = {
             "and dense matrices on AVX2 and AVX-512, plus Q4_0, Q5_0 and IQ4_NL on AVX2; AMX "
             "keeps Q5_K and Q6_K rows): the same results, faster, but those weights "
             "take memory twice until the page cache lets the mapped file go, and start-up copies "
-            "them. false = compute from the checkpoint's mapping only.",
+            "them. Dense matrices are not copied when the dense parts run on the GPU "
+            "(runtime.dense_device). false = compute from the checkpoint's mapping only.",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::repack_weights>},
     {.section = "runtime", .name = "numa",
      .doc = "On a machine with several NUMA nodes: pin the CPU worker threads, spread evenly over "

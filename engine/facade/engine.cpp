@@ -145,7 +145,10 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
   runtime::RunnerOptions runner_options;
   runner_options.threads = options.threads;
   runner_options.interleave_experts = options.repack_weights;
-  runner_options.interleave_dense = options.repack_weights;
+  // With the dense parts on the GPU the CPU computes them only for the start-up self-check's
+  // 8-token probe: interleaved copies (bit-identical to the rows) would be that many bytes of host
+  // memory again for nothing (about 9 GB for DeepSeek-V3's Q4_K_M attention and shared experts).
+  runner_options.interleave_dense = options.repack_weights && !probe.dense_on_gpu;
   runner_options.numa = options.numa;
   runner_options.kv_type = options.kv_cache_type;
   runner_options.context_length = static_cast<size_t>(std::max(0, options.context_length));

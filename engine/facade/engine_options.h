@@ -53,7 +53,8 @@ struct EngineOptions {
   // Forward threads (0 = one per online core).
   int threads = 0;
   // The CPU runner's interleaved copies of the expert and dense matrices whose kernels prefer
-  // them (runtime::RunnerOptions::interleave_experts / interleave_dense).
+  // them (runtime::RunnerOptions::interleave_experts / interleave_dense; the dense ones only when
+  // the dense parts run on the CPU).
   bool repack_weights = true;
   // Pin the CPU threads and interleave the expert copies over the NUMA nodes where there are
   // several (runtime::RunnerOptions::numa).

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "engine/gpu/gpu_backend.h"
+#include "engine/runtime/prepared_weights.h"
+#include "kernels/cpu/matmul.h"
 
 namespace tandem::engine {
 namespace {
@@ -187,6 +189,25 @@ TEST_CASE("the budget policy fills the GPU memory budget without a device", "[en
   CHECK_THAT(all.status().message(), Catch::Contains("64 experts on the GPU"));
 }
 
+TEST_CASE("an all-CPU engine keeps interleaved copies of the dense matrices the kernels prefer",
+          "[engine][gpu]") {
+  // tiny-deepseek2's Q4_K_M: Q4_K / Q6_K / Q5_0 dense matrices.
+  EngineOptions o = demo_options(DenseDevice::kCpu);
+  o.model_path = std::string(TANDEM_SHARED_DIR) + "/data/tiny-deepseek2/tiny-deepseek2-q4_k_m.gguf";
+  const Result<std::unique_ptr<Engine>> engine = Engine::create(o);
+  REQUIRE(engine.ok());
+  const runtime::PreparedWeights& w = (*engine)->runner().prepared_weights();
+  if (kernels::interleaved_layout_preferred(w.lm_head.type)) {
+    CHECK_FALSE(w.interleaved.empty());
+  } else {
+    WARN("no interleaved kernel for this type on this CPU: the copies' check skipped");
+  }
+  o.repack_weights = false;
+  const Result<std::unique_ptr<Engine>> unpacked = Engine::create(o);
+  REQUIRE(unpacked.ok());
+  CHECK((*unpacked)->runner().prepared_weights().interleaved.empty());
+}
+
 TEST_CASE("an all-CPU engine touches no device and serves", "[engine][gpu]") {
   const Result<std::unique_ptr<Engine>> engine = Engine::create(demo_options(DenseDevice::kCpu));
   REQUIRE(engine.ok());
@@ -253,6 +274,8 @@ TEST_CASE("[cuda] GPU experts and dense parts on the GPU generate the CPU engine
   CHECK((*gpu)->gpu().allocated.experts > 0);
   CHECK((*gpu)->gpu().allocated.dense > 0);
   CHECK((*gpu)->gpu().allocated.kv > 0);
+  // The CPU computes the dense parts only for the self-check: no interleaved host copies.
+  CHECK((*gpu)->runner().prepared_weights().interleaved.empty());
   const auto on_gpu = greedy_batch(**gpu, 12);
 
   Result<std::unique_ptr<Engine>> cpu = Engine::create(demo_options(DenseDevice::kCpu));
