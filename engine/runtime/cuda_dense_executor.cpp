@@ -67,6 +67,12 @@ Result<std::unique_ptr<CudaDenseExecutor>> CudaDenseExecutor::create(
   if (const std::string why = dense_executor_unsupported(spec); !why.empty()) {
     return unimplemented_error(why + "; run the dense layers on the CPU");
   }
+  if (pool.keys_only() != (spec.kv_value_dim() == 0)) {
+    return invalid_argument_error(
+        std::string("the KV pool is ") + (pool.keys_only() ? "keys-only" : "of keys and values") +
+        " but the model's attention " + (spec.kv_value_dim() == 0 ? "caches" : "does not cache") +
+        " keys only (MLA)");
+  }
   const KvGeometry geometry{pool.n_layers(), pool.kv_dim(), pool.block_tokens(),
                             pool.n_blocks(), pool.type(),   options.window_rings};
   TANDEM_ASSIGN_OR_RETURN(DenseDevicePlan plan,
@@ -192,15 +198,15 @@ Status CudaDenseExecutor::begin(const DenseBatch& b) {
   const size_t T = info_.max_batch_tokens;
   float* pin_x = d.pf(d.s.pin_act);
   int32_t* pin_ints = d.pi(d.s.pin_ints);
-  std::memcpy(pin_x, b.x.data(), n * hidden * sizeof(float));
-  std::memcpy(pin_ints, b.positions.data(), n * sizeof(int32_t));
-  std::memcpy(pin_ints + T, b.token_seq.data(), n * sizeof(int32_t));
-  std::memcpy(pin_ints + 2 * T, b.kv_slots.data(), n * sizeof(int32_t));
-  std::memcpy(pin_ints + 3 * T, b.table_begin.data(), b.table_begin.size() * sizeof(int32_t));
-  std::memcpy(pin_ints + 4 * T, b.ring_slots.data(), b.ring_slots.size() * sizeof(int32_t));
-  std::memcpy(d.pin_tables, b.tables.data(), b.tables.size() * sizeof(int32_t));
-  std::memcpy(d.pin_tables + b.tables.size(), b.ring_tables.data(),
-              b.ring_tables.size() * sizeof(int32_t));
+  // std::copy, not memcpy: a model without rings passes empty vectors, whose data() may be null.
+  std::copy_n(b.x.data(), n * hidden, pin_x);
+  std::copy_n(b.positions.data(), n, pin_ints);
+  std::copy_n(b.token_seq.data(), n, pin_ints + T);
+  std::copy_n(b.kv_slots.data(), n, pin_ints + 2 * T);
+  std::copy(b.table_begin.begin(), b.table_begin.end(), pin_ints + 3 * T);
+  std::copy(b.ring_slots.begin(), b.ring_slots.end(), pin_ints + 4 * T);
+  std::copy(b.tables.begin(), b.tables.end(), d.pin_tables);
+  std::copy(b.ring_tables.begin(), b.ring_tables.end(), d.pin_tables + b.tables.size());
   d.ring_tables_at = b.tables.size();
   const auto h2d = cudaMemcpyHostToDevice;
   TANDEM_CUDA_RETURN_IF_ERROR(

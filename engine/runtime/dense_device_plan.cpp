@@ -113,6 +113,17 @@ Result<DenseDevicePlan> plan_dense_device(const model::ModelSpec& spec,
         "window rings need a model with sliding-window layers, a KV pool of its full layers only "
         "and ring blocks");
   }
+  if (rings && kv.rings.blocks < device_window_ring_blocks(spec.sliding_window,
+                                                           kv.rings.pass_tokens, kv.block_tokens)) {
+    // A pass would overwrite window positions it then reads.
+    return invalid_argument_error(
+        "window rings of " + std::to_string(kv.rings.blocks) + " blocks are too small for a " +
+        std::to_string(spec.sliding_window) + "-token window and passes of " +
+        std::to_string(kv.rings.pass_tokens) + " tokens (device_window_ring_blocks: " +
+        std::to_string(
+            device_window_ring_blocks(spec.sliding_window, kv.rings.pass_tokens, kv.block_tokens)) +
+        ")");
+  }
   DenseDevicePlan plan;
   TANDEM_ASSIGN_OR_RETURN(plan.prepared, prepare_weights(spec, weights, use));
   plan.max_batch_tokens = max_batch_tokens;

@@ -10,8 +10,11 @@
 
 namespace tandem::kernels::cuda {
 
-// INTERNAL "CUDA <what> failed: <CUDA's error string>".
+// INTERNAL "CUDA <what> failed: <CUDA's error string>". Also takes the error out of the runtime's
+// per-thread last error, where it would stay (until a sticky error, the context is still usable)
+// and be reported again by the next kernel launch's check.
 inline Status cuda_error(cudaError_t err, const std::string& what) {
+  cudaGetLastError();
   return internal_error("CUDA " + what + " failed: " + cudaGetErrorString(err));
 }
 

@@ -555,20 +555,35 @@ TEST_CASE(
 
   // With window rings: the mirror holds the pool's full layers, the rings the windowed ones
   // (slots x blocks each), after the mirror in the same allocation.
-  const DeviceWindowRings rings{5, 3, 16};
+  const size_t rb = device_window_ring_blocks(spec.sliding_window, 16, 16);
+  const DeviceWindowRings rings{5, rb, 16};
   auto ringed =
       plan_dense_device(spec, w, {n_full, spec.kv_dim(), 16, 40, kernels::KvType::kF16, rings}, 64);
   REQUIRE(ringed.ok());
   const uint64_t row = spec.kv_dim() * 2;  // f16
   CHECK(ringed->mirror_plane_bytes == 40 * 16 * row);
-  CHECK(ringed->ring_plane_bytes == 5 * 3 * 16 * row);
+  CHECK(ringed->ring_plane_bytes == 5 * rb * 16 * row);
   CHECK(ringed->kv_ring_offset == 2 * n_full * 40 * 16 * row);
   CHECK(ringed->bytes.kv ==
-        ringed->kv_ring_offset + 2 * (spec.n_layers - n_full) * 5 * 3 * 16 * row);
+        ringed->kv_ring_offset + 2 * (spec.n_layers - n_full) * 5 * rb * 16 * row);
   // Rings need the pool of the full layers.
   const auto every = estimate_cuda_dense_bytes(
       spec, w, {spec.n_layers, spec.kv_dim(), 16, 40, kernels::KvType::kF32, rings}, 64);
   CHECK(every.status().code() == StatusCode::kInvalidArgument);
+  // Rings smaller than a window plus a pass (a pass would overwrite what it then reads).
+  const size_t need = device_window_ring_blocks(spec.sliding_window, 64, 16);
+  REQUIRE(need > 1);
+  const auto small = estimate_cuda_dense_bytes(
+      spec, w,
+      {n_full, spec.kv_dim(), 16, 40, kernels::KvType::kF32, DeviceWindowRings{2, need - 1, 64}},
+      64);
+  CHECK(small.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(small.status().message(), Catch::Contains("too small"));
+  CHECK(estimate_cuda_dense_bytes(
+            spec, w,
+            {n_full, spec.kv_dim(), 16, 40, kernels::KvType::kF32, DeviceWindowRings{2, need, 64}},
+            64)
+            .ok());
 }
 
 TEST_CASE("window rings: leased per sequence, refused where they cannot address a sequence",
