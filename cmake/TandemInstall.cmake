@@ -11,7 +11,10 @@ include(GNUInstallDirs)
 
 option(TANDEM_INSTALL_DEMO_MODEL "Install the demo model (about 4 MB) with the example configuration" ON)
 
-install(TARGETS tandemd tandem RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TANDEM_SERVER)
+  install(TARGETS tandemd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+install(TARGETS tandem RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/config/tandem.yaml DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem)
 
 if(TANDEM_INSTALL_DEMO_MODEL)

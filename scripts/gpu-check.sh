@@ -4,6 +4,12 @@
 # on the GPU), writing log + figures to OUTDIR. Meant to finish in under 8 minutes on a 16-core
 # H200 machine.
 #
+# On a bare GPU machine that reaches no package registry and does not see ../shared, first run
+# scripts/gpu-carry.sh on the development machine and carry its .gpu-carry folder: this script then
+# unpacks its Debian packages into a prefix of its own (spdlog, fmt, nlohmann-json, yaml-cpp,
+# Catch2), points the tests at its copy of the reference data, and installs its gguf wheel for the
+# bench model's generator. tandemd is never built here (TANDEM_SERVER=OFF: no gRPC needed).
+#
 # Environment (all optional):
 #   BUILD_DIR     build folder (default: <repo>/build-gpu-check; reused when it exists)
 #   CUDA_ARCH     CMAKE_CUDA_ARCHITECTURES (default 90: H100/H200)
@@ -15,10 +21,12 @@
 #                 (default 12 x 32 experts, hidden 2048, expert FFN 768: ~1.9 GB of experts)
 #   PROMPT_TOKENS GEN_TOKENS   bench sizes (default 32 and 64)
 #   THREADS       CPU threads for the bench (default: all cores)
+#   TESTS_ONLY    1: run the [cuda] tests of an earlier build in BUILD_DIR again and stop (a second
+#                 call on a still-warm machine, with other reference data carried)
 #
-# Outputs: OUTDIR/gpu-check.log (everything), OUTDIR/cuda-tests.txt, OUTDIR/bench-<dense>-<pct>.txt,
-# OUTDIR/figures.tsv (dense device, pct, gpu_experts, prefill tok/s, decode tok/s),
-# OUTDIR/nvidia-smi.txt.
+# Outputs (four files: the device tool brings back at most eight): OUTDIR/gpu-check.log (everything,
+# each bench run's output too), OUTDIR/cuda-tests.txt, OUTDIR/figures.tsv (dense device, pct,
+# gpu_experts, prefill tok/s, decode tok/s), OUTDIR/nvidia-smi.txt.
 # Exit status: 0 when the build, the tests and every bench run succeeded.
 set -uo pipefail
 
@@ -55,21 +63,53 @@ fi
 cat "$OUT/nvidia-smi.txt"
 nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version || true
 
-step "configure (TANDEM_CUDA=ON, CMAKE_CUDA_ARCHITECTURES=$CUDA_ARCH)"
-if ! cmake -S "$REPO" -B "$BUILD_DIR" -DTANDEM_CUDA=ON -DTANDEM_WERROR=ON \
-    -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH"; then
-  echo "FAILED: configure"
-  exit 1
+# What scripts/gpu-carry.sh carried (nothing on a machine that has the libraries and ../shared).
+CARRY=$REPO/.gpu-carry
+CMAKE_EXTRA=()
+if compgen -G "$CARRY/debs/*.deb" >/dev/null; then
+  DEPS=/tmp/tandem-deps
+  step "unpack the carried packages into $DEPS"
+  for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" "$DEPS" || STATUS=1; done
+  CMAKE_EXTRA+=("-DCMAKE_PREFIX_PATH=$DEPS/usr")
 fi
+if [ -d /tmp/tandem-deps/usr/lib/x86_64-linux-gnu ]; then
+  # Unpacked here or by an earlier call on this machine: their libraries' own dependencies.
+  export LD_LIBRARY_PATH="/tmp/tandem-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+if [ -d "$CARRY/shared/data" ]; then
+  CMAKE_EXTRA+=("-DTANDEM_SHARED_DIR=$CARRY/shared")
+  echo "reference data: the carried $(cd "$CARRY/shared/data" && find . -name '*.gguf' | wc -l) models"
+fi
+if compgen -G "$CARRY/wheels/*.whl" >/dev/null; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/tandem-py \
+    "$CARRY"/wheels/*.whl && export PYTHONPATH="/tmp/tandem-py${PYTHONPATH:+:$PYTHONPATH}"
+fi
+# Every [cuda] case is in the engine's tests, and the bench is the tandem tool's: tandemd (gRPC,
+# protobuf, prometheus-cpp, none of them on a bare GPU machine) is not built (TANDEM_SERVER=OFF).
 CUDA_TESTS="tests/experts/cuda_experts_test tests/kernels/cuda_dense_ops_test
-  tests/runtime/cuda_dense_executor_test tests/server/server_test"
-TARGETS="tandem tandemd"
+  tests/runtime/cuda_dense_executor_test tests/facade/engine_facade_test"
+TARGETS="tandem"
 for t in $CUDA_TESTS; do TARGETS="$TARGETS $(basename "$t")"; done
-step "build $TARGETS (-j$(nproc))"
-# shellcheck disable=SC2086
-if ! cmake --build "$BUILD_DIR" -j"$(nproc)" --target $TARGETS; then
-  echo "FAILED: build"
-  exit 1
+
+if [ "${TESTS_ONLY:-0}" != 1 ]; then
+  # Warnings stay warnings: this machine's compilers are not the ones CI polices them with.
+  # CMAKE_POLICY_VERSION_MINIMUM lets CMake 4 read the carried packages' older config files.
+  GENERATOR=()
+  command -v ninja >/dev/null && GENERATOR=(-G Ninja)
+  step "configure (TANDEM_CUDA=ON, TANDEM_SERVER=OFF, CMAKE_CUDA_ARCHITECTURES=$CUDA_ARCH)"
+  if ! cmake -S "$REPO" -B "$BUILD_DIR" "${GENERATOR[@]}" -DTANDEM_CUDA=ON -DTANDEM_WERROR=OFF \
+      -DTANDEM_SERVER=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+      -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" \
+      "${CMAKE_EXTRA[@]}"; then
+    echo "FAILED: configure"
+    exit 1
+  fi
+  step "build $TARGETS (-j$(nproc))"
+  # shellcheck disable=SC2086
+  if ! cmake --build "$BUILD_DIR" -j"$(nproc)" --target $TARGETS; then
+    echo "FAILED: build"
+    exit 1
+  fi
 fi
 
 step "[cuda] tests"
@@ -85,6 +125,14 @@ done
 if grep -q "no CUDA device" "$OUT/cuda-tests.txt"; then
   echo "WARNING: [cuda] cases found no device and did not run"
   STATUS=1
+fi
+if grep -q "not carried to this machine" "$OUT/cuda-tests.txt"; then
+  echo "NOTE: comparisons whose reference model was not carried were skipped:"
+  grep -o "[^ ]*\.gguf is not here" "$OUT/cuda-tests.txt" | sort -u
+fi
+if [ "${TESTS_ONLY:-0}" = 1 ]; then
+  step "done (tests only), status $STATUS"
+  exit "$STATUS"
 fi
 
 # The model: $MODEL, else a generated random-weight one, else the tiny demo model.
@@ -121,6 +169,7 @@ if [ -z "$TOTAL" ]; then
 fi
 step "benchmark $MODEL ($TOTAL routed experts in all)"
 
+BENCH_OUT=$(mktemp -d)  # each run's output, parsed below (the log holds it too)
 printf "dense\tpct\tgpu_experts\tprefill_tok_s\tdecode_tok_s\n" >"$OUT/figures.tsv"
 for dense in cpu gpu; do
   DENSE_FLAG=""
@@ -132,14 +181,14 @@ for dense in cpu gpu; do
     # shellcheck disable=SC2086
     "$BUILD_DIR/cli/tandem" bench --model "$MODEL" --prompt-tokens "$PROMPT_TOKENS" \
       --gen-tokens "$GEN_TOKENS" --threads "$THREADS" --gpu-experts "$k" $DENSE_FLAG 2>&1 |
-      tee "$OUT/bench-$dense-$pct.txt"
+      tee "$BENCH_OUT/bench-$dense-$pct.txt"
     if [ "${PIPESTATUS[0]}" -ne 0 ]; then
       echo "FAILED: bench with dense on $dense at $pct %"
       STATUS=1
       continue
     fi
-    prefill=$(sed -n 's/^prefill:.*= \([0-9.]*\) tokens\/s/\1/p' "$OUT/bench-$dense-$pct.txt")
-    decode=$(sed -n 's/^decode:.*= \([0-9.]*\) tokens\/s/\1/p' "$OUT/bench-$dense-$pct.txt")
+    prefill=$(sed -n 's/^prefill:.*= \([0-9.]*\) tokens\/s/\1/p' "$BENCH_OUT/bench-$dense-$pct.txt")
+    decode=$(sed -n 's/^decode:.*= \([0-9.]*\) tokens\/s/\1/p' "$BENCH_OUT/bench-$dense-$pct.txt")
     printf "%s\t%s\t%s\t%s\t%s\n" "$dense" "$pct" "$k" "${prefill:-?}" "${decode:-?}" \
       >>"$OUT/figures.tsv"
   done
