@@ -430,7 +430,10 @@ TEST_CASE("CUDA rope matches kernels::rope in both layouts, with YaRN", "[cuda]"
         // gpt-oss: NEOX, head 64, YaRN 32 over 4096 positions, fractional range.
         Case{true, 64, 64, 150000.0f, 32.0f, false, 1.0f},
         // DeepSeek-V3: the interleaved rope part of 64, YaRN 40, cos/sin factor 1 / mscale.
-        Case{false, 192, 64, 10000.0f, 40.0f, true, 1.0f / (1.0f + 0.1f * std::log(40.0f))}}) {
+        Case{false, 192, 64, 10000.0f, 40.0f, true, 1.0f / (1.0f + 0.1f * std::log(40.0f))},
+        // More pairs than a block has threads (128): each thread takes several.
+        Case{true, 512, 512, 10000.0f, 0.0f, true, 1.0f},
+        Case{false, 512, 300, 10000.0f, 4.0f, true, 0.9f}}) {
     INFO((c.neox ? "neox" : "normal")
          << " head_dim " << c.head_dim << " rot " << c.rot_dims << " yarn " << c.factor);
     const size_t n_tokens = positions.size(), n_heads = 3;
@@ -667,40 +670,46 @@ TEST_CASE("CUDA batched matmul applies each head's matrix to its own columns", "
   const size_t heads = 5, rows = 24, cols = 64;
   // Inputs [t][head][40 + cols ... ] with padding between heads; outputs likewise: the padding
   // (poison 100) must come back unchanged.
-  const size_t x_batch = cols + 8, x_ld = heads * x_batch + 3;
-  const size_t y_batch = rows + 5, y_ld = heads * y_batch + 1;
-  for (TensorType type : {TensorType::kF32, TensorType::kQ8_0, TensorType::kQ5_0}) {
-    const std::vector<uint8_t> bytes =
-        testing::random_weight_bytes(type, heads * rows, cols, 0.4f, rng);
-    auto all = make_weight_matrix(type, bytes, heads * rows, cols);
-    REQUIRE(all.ok());
-    const size_t head_bytes = bytes.size() / heads;
-    const DeviceArray<uint8_t> d_w(bytes);
-    for (size_t n : {1, 3, 9, 40}) {
-      INFO(tensor_type_name(type) << ", " << n << " tokens");
-      const std::vector<float> x = random_floats(n * x_ld, -1.0f, 1.0f, rng);
-      std::vector<float> want(n * y_ld, 100.0f);
-      for (size_t j = 0; j < heads; ++j) {
-        auto head = make_weight_matrix(
-            type, std::span<const uint8_t>(bytes).subspan(j * head_bytes, head_bytes), rows, cols);
-        REQUIRE(head.ok());
-        std::vector<float> xj(n * cols), yj(n * rows);
-        for (size_t t = 0; t < n; ++t) {
-          std::copy_n(x.begin() + t * x_ld + j * x_batch, cols, xj.begin() + t * cols);
+  // x_pad 3 keeps the per-element loads; 4 makes every token's and head's columns 16-byte
+  // aligned, where F32 / F16 / BF16 take the kernel's 16-byte loads.
+  for (const size_t x_pad : {size_t{3}, size_t{4}}) {
+    const size_t x_batch = cols + 8, x_ld = heads * x_batch + x_pad;
+    const size_t y_batch = rows + 5, y_ld = heads * y_batch + 1;
+    for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16,
+                            TensorType::kQ8_0, TensorType::kQ5_0}) {
+      const std::vector<uint8_t> bytes =
+          testing::random_weight_bytes(type, heads * rows, cols, 0.4f, rng);
+      auto all = make_weight_matrix(type, bytes, heads * rows, cols);
+      REQUIRE(all.ok());
+      const size_t head_bytes = bytes.size() / heads;
+      const DeviceArray<uint8_t> d_w(bytes);
+      for (size_t n : {1, 3, 9, 40}) {
+        INFO(tensor_type_name(type) << ", " << n << " tokens, x padding " << x_pad);
+        const std::vector<float> x = random_floats(n * x_ld, -1.0f, 1.0f, rng);
+        std::vector<float> want(n * y_ld, 100.0f);
+        for (size_t j = 0; j < heads; ++j) {
+          auto head = make_weight_matrix(
+              type, std::span<const uint8_t>(bytes).subspan(j * head_bytes, head_bytes), rows,
+              cols);
+          REQUIRE(head.ok());
+          std::vector<float> xj(n * cols), yj(n * rows);
+          for (size_t t = 0; t < n; ++t) {
+            std::copy_n(x.begin() + t * x_ld + j * x_batch, cols, xj.begin() + t * cols);
+          }
+          matmul(head.value(), xj, n, yj);
+          for (size_t t = 0; t < n; ++t) {
+            std::copy_n(yj.begin() + t * rows, rows, want.begin() + t * y_ld + j * y_batch);
+          }
         }
-        matmul(head.value(), xj, n, yj);
-        for (size_t t = 0; t < n; ++t) {
-          std::copy_n(yj.begin() + t * rows, rows, want.begin() + t * y_ld + j * y_batch);
-        }
+        const DeviceArray<float> d_x(x);
+        const DeviceArray<float> d_y(std::vector<float>(n * y_ld, 100.0f));
+        const MatmulBatch batch{heads, x_ld, x_batch, y_ld, y_batch};
+        REQUIRE(batched_matmul_enqueue(DeviceMatrix{type, d_w.get(), rows, cols}, batch, d_x.get(),
+                                       n, d_y.get(), nullptr)
+                    .ok());
+        // As the matmul case: |x| <= 1, |w| <= ~0.4, 64 terms; the padding must stay 100 exactly.
+        expect_close(d_y.download(), want, std::vector<double>(want.size(), 1e-5));
       }
-      const DeviceArray<float> d_x(x);
-      const DeviceArray<float> d_y(std::vector<float>(n * y_ld, 100.0f));
-      const MatmulBatch batch{heads, x_ld, x_batch, y_ld, y_batch};
-      REQUIRE(batched_matmul_enqueue(DeviceMatrix{type, d_w.get(), rows, cols}, batch, d_x.get(), n,
-                                     d_y.get(), nullptr)
-                  .ok());
-      // As the matmul case: |x| <= 1, |w| <= ~0.4, 64 terms; the padding must stay 100 exactly.
-      expect_close(d_y.download(), want, std::vector<double>(want.size(), 1e-5));
     }
   }
 }
@@ -745,42 +754,77 @@ TEST_CASE("CUDA strided rms_norm and offset rope touch only their part of each r
 TEST_CASE("CUDA attention over a keys-only latent cache (MLA's absorbed form)", "[cuda]") {
   if (!have_device()) return;
   std::mt19937 rng(37);
-  // 4 query heads over one latent head of 40 floats (32 latent + 8 rope), values the leading 32.
-  const size_t heads = 4, row = 40, lora = 32, block_rows = 3, ctx = 70, n_q = 5;
-  const size_t n_blocks = (ctx + block_rows - 1) / block_rows + 1;
-  std::vector<int32_t> ids(n_blocks);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng);
-  std::vector<int32_t> table(ids.begin(), ids.begin() + (ctx + block_rows - 1) / block_rows);
-  std::vector<float> keys(n_blocks * block_rows * row, 100.0f);
-  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  for (size_t p = 0; p < ctx; ++p) {
-    const size_t r = static_cast<size_t>(table[p / block_rows]) * block_rows + p % block_rows;
-    for (size_t c = 0; c < row; ++c) keys[r * row + c] = unit(rng);
-  }
-  const std::vector<float> q = random_floats(n_q * heads * row, -1.0f, 1.0f, rng);
-  AttentionConfig config;
-  config.n_heads = heads;
-  config.n_kv_heads = 1;
-  config.head_dim = row;
-  config.value_dim = lora;
-  config.scale = 0.2f;
-  std::vector<float> want(n_q * heads * lora);
-  const KvBlocks blocks{keys.data(), keys.data(), table, block_rows, n_blocks};
-  attention_heads(q, n_q, ctx - n_q, blocks, config, want, 0, heads);
+  struct Shape {
+    size_t row, lora;  // latent row (latent + rope floats), values: its leading lora floats
+    KvType type;
+  };
+  // A small latent head; DeepSeek-V3's (512 + 64), in floats and in halves.
+  for (const Shape sh : {Shape{40, 32, KvType::kF32}, Shape{576, 512, KvType::kF32},
+                         Shape{576, 512, KvType::kF16}}) {
+    INFO("row " << sh.row << ", values " << sh.lora << ", " << kv_type_name(sh.type));
+    const size_t heads = 4, row = sh.row, lora = sh.lora, block_rows = 3, ctx = 70, n_q = 5;
+    const size_t n_blocks = (ctx + block_rows - 1) / block_rows + 1;
+    std::vector<int32_t> ids(n_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::vector<int32_t> table(ids.begin(), ids.begin() + (ctx + block_rows - 1) / block_rows);
+    std::vector<float> keys(n_blocks * block_rows * row, 100.0f);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    for (size_t p = 0; p < ctx; ++p) {
+      const size_t r = static_cast<size_t>(table[p / block_rows]) * block_rows + p % block_rows;
+      for (size_t c = 0; c < row; ++c) keys[r * row + c] = unit(rng);
+    }
+    // The cache in its element type; both sides read the same elements.
+    std::vector<uint8_t> stored(keys.size() * kv_type_bytes(sh.type));
+    store_kv_elements(sh.type, keys.data(), stored.data(), keys.size());
+    const std::vector<float> q = random_floats(n_q * heads * row, -1.0f, 1.0f, rng);
+    AttentionConfig config;
+    config.n_heads = heads;
+    config.n_kv_heads = 1;
+    config.head_dim = row;
+    config.value_dim = lora;
+    config.scale = 0.2f / std::sqrt(static_cast<float>(row) / 40.0f);
+    std::vector<float> want(n_q * heads * lora);
+    KvBlocks blocks{stored.data(), stored.data(), table, block_rows, n_blocks};
+    blocks.type = sh.type;
+    attention_heads(q, n_q, ctx - n_q, blocks, config, want, 0, heads);
 
-  std::vector<int32_t> token_seq(n_q, 0), token_pos(n_q);
-  for (size_t i = 0; i < n_q; ++i) token_pos[i] = static_cast<int32_t>(ctx - n_q + i);
-  const std::vector<int32_t> table_begin = {0};
-  const DeviceArray<float> d_keys(keys), d_q(q), d_out(want.size());
-  const DeviceArray<int32_t> d_seq(token_seq), d_pos(token_pos), d_begin(table_begin),
-      d_table(table);
-  const DeviceKvLayer layer{d_keys.get(), d_keys.get(), block_rows, n_blocks, row};
-  const DeviceAttentionBatch batch{n_q, d_seq.get(), d_pos.get(), d_begin.get(), d_table.get()};
-  DeviceAttentionShape shape{heads, 1, row, config.scale};
-  shape.value_dim = lora;
+    std::vector<int32_t> token_seq(n_q, 0), token_pos(n_q);
+    for (size_t i = 0; i < n_q; ++i) token_pos[i] = static_cast<int32_t>(ctx - n_q + i);
+    const std::vector<int32_t> table_begin = {0};
+    const DeviceArray<uint8_t> d_keys(stored);
+    const DeviceArray<float> d_q(q), d_out(want.size());
+    const DeviceArray<int32_t> d_seq(token_seq), d_pos(token_pos), d_begin(table_begin),
+        d_table(table);
+    const DeviceKvLayer layer{d_keys.get(), d_keys.get(), block_rows, n_blocks, row, sh.type};
+    const DeviceAttentionBatch batch{n_q, d_seq.get(), d_pos.get(), d_begin.get(), d_table.get()};
+    DeviceAttentionShape shape{heads, 1, row, config.scale};
+    shape.value_dim = lora;
+    REQUIRE(attention_enqueue(d_q.get(), layer, batch, shape, d_out.get(), nullptr).ok());
+    expect_close(d_out.download(), want, std::vector<double>(want.size(), 2e-5));
+  }
+}
+
+TEST_CASE("CUDA attention gives NaN for a token whose table names a block outside the layer",
+          "[cuda]") {
+  if (!have_device()) return;
+  // Two sequences over a layer of 4 blocks of 2 rows: the first one's table names block 9 (a
+  // corrupt table must not make the kernel read outside the pool), the second one's is sound.
+  const size_t head_dim = 8;
+  const std::vector<float> kv(4 * 2 * head_dim, 0.5f);
+  const DeviceArray<float> d_keys(kv), d_values(kv);
+  const DeviceArray<float> d_q(std::vector<float>(2 * head_dim, 0.1f)), d_out(2 * head_dim);
+  const DeviceArray<int32_t> d_seq(std::vector<int32_t>{0, 1}), d_pos(std::vector<int32_t>{2, 1}),
+      d_begin(std::vector<int32_t>{0, 2}), d_tables(std::vector<int32_t>{0, 9, 1, 2});
+  const DeviceKvLayer layer{d_keys.get(), d_values.get(), 2, 4, head_dim};
+  const DeviceAttentionBatch batch{2, d_seq.get(), d_pos.get(), d_begin.get(), d_tables.get()};
+  const DeviceAttentionShape shape{1, 1, head_dim, 0.3f};
   REQUIRE(attention_enqueue(d_q.get(), layer, batch, shape, d_out.get(), nullptr).ok());
-  expect_close(d_out.download(), want, std::vector<double>(want.size(), 2e-5));
+  const std::vector<float> out = d_out.download();
+  for (size_t c = 0; c < head_dim; ++c) {
+    CHECK(std::isnan(out[c]));
+    CHECK(out[head_dim + c] == Approx(0.5f));  // every value row holds 0.5
+  }
 }
 
 }  // namespace
