@@ -327,7 +327,10 @@ void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t block_strid
     const __m256 ws = Fmt::scales(p, off);
 #pragma GCC unroll 8
     for (int t = 0; t < kTokens; ++t) {
-      const __m256i isum = _mm256_sub_epi32(sums[t], _mm256_set1_epi32(bias[t][b]));
+      // No bias to take off for Q8_0 and IQ4_NL: two vector micro-ops per token and block less
+      // (llvm-mca's Zen 3 model: 3-6 % fewer cycles per block for tiles of 2 to 8 tokens).
+      __m256i isum = sums[t];
+      if constexpr (Fmt::kBias != 0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(bias[t][b]));
       const __m256 scale = _mm256_mul_ps(ws, _mm256_set1_ps(xd[t][b]));
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale));
     }

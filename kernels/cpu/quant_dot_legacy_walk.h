@@ -61,7 +61,7 @@ void legacy_group_tokens(const uint8_t* const* p, const LegacyRows& w, size_t co
     const size_t t = t0 + static_cast<size_t>(i);
     xq[i] = x.qs + t * x.cols;
     xd[i] = x.d + t * blocks;
-    bias[i] = bias_sums + t * blocks;
+    bias[i] = Fmt::kBias != 0 ? bias_sums + t * blocks : bias_sums;  // read only with a bias
     out[i] = y + t * y_stride + column;
   }
   Groups::template run<Fmt, T>(p, t0 == 0, w.block_stride(), w.row_bytes, blocks, xq, xd, bias, out,
@@ -80,10 +80,11 @@ void legacy_dot_walk(const LegacyRows& w, size_t row_begin, size_t row_end, cons
   const size_t n = x.n_tokens;
   if (row_begin >= row_end || n == 0) return;
   // kBias * (sum of the block's activation quants), per token and block: exact in int32
-  // (|sum| <= 32 * 128).
+  // (|sum| <= 32 * 128). Formats without a bias (kBias 0) never read them.
   int32_t stack_sums[kStackBiasSums];
-  int32_t* bias_sums = n * blocks <= kStackBiasSums ? stack_sums : new int32_t[n * blocks];
-  for (size_t i = 0; i < n * blocks; ++i) {
+  int32_t* bias_sums =
+      n * blocks <= kStackBiasSums || Fmt::kBias == 0 ? stack_sums : new int32_t[n * blocks];
+  for (size_t i = 0; Fmt::kBias != 0 && i < n * blocks; ++i) {
     const int8_t* q = x.qs + i * kLegacyBlock;
     int32_t s = 0;
     for (size_t j = 0; j < kLegacyBlock; ++j) s += q[j];
