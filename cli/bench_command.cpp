@@ -203,7 +203,8 @@ int run_bench(std::span<char*> args) {
   std::printf("model %s, %zu threads, matmul kernels %s, KV cache %s\n", model_path.c_str(),
               runner.pool().n_threads(), std::string(kernels::active_matmul_variant_name()).c_str(),
               std::string(kernels::kv_type_name(runner.kv_layout().type)).c_str());
-  std::printf("cpu: %s; measured read bandwidth %.1f GB/s (%zu threads, 1 GiB)\n",
+  std::printf("cpu: %s; %s; measured read bandwidth %.1f GB/s (%zu threads, 1 GiB)\n",
+              kernels::cpu_identity_string(kernels::cpu_identity()).c_str(),
               kernels::cpu_features_string(kernels::cpu_features()).c_str(), bandwidth / 1e9,
               runner.pool().n_threads());
   constexpr double kMiB = 1024.0 * 1024.0;

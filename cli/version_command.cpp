@@ -14,6 +14,7 @@ int run_version(std::span<char*> /*args*/) {
               build_info::kCudaEnabled ? " arch " : "", build_info::kCudaArchitectures,
               build_info::kSanitizer[0] != '\0' ? build_info::kSanitizer : "none");
   std::printf("cpu: %s\n", kernels::cpu_features_string(kernels::cpu_features()).c_str());
+  std::printf("cpu model: %s\n", kernels::cpu_identity_string(kernels::cpu_identity()).c_str());
   return 0;
 }
 

@@ -20,9 +20,9 @@ std::vector<std::string> build_banner_lines() {
   lines.push_back(std::string("build: ") + bi::kBuildType + ", " + bi::kCompiler + ", " + cuda +
                   ", sanitizer " + sanitizer);
   const std::string cpu = kernels::cpu_features_string(kernels::cpu_features());
-  lines.push_back("cpu: " + (cpu.empty() ? std::string("(no SIMD extensions)") : cpu) +
-                  "; matmul kernels " + std::string(kernels::active_matmul_variant_name()) +
-                  " (runtime.cpu_kernels)");
+  lines.push_back("cpu: " + kernels::cpu_identity_string(kernels::cpu_identity()) + "; " +
+                  (cpu.empty() ? std::string("(no SIMD extensions)") : cpu) + "; matmul kernels " +
+                  std::string(kernels::active_matmul_variant_name()) + " (runtime.cpu_kernels)");
   return lines;
 }
 

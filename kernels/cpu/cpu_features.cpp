@@ -2,6 +2,7 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -50,6 +51,33 @@ bool os_permits_amx_tiles() {
 #endif
 }
 
+CpuIdentity probe_identity() {
+  CpuIdentity id;
+  const uint32_t max_leaf = __get_cpuid_max(0, nullptr);
+  const Regs l0 = cpuid(0, 0);
+  char vendor[13] = {};
+  std::memcpy(vendor, &l0.ebx, 4);
+  std::memcpy(vendor + 4, &l0.edx, 4);
+  std::memcpy(vendor + 8, &l0.ecx, 4);
+  id.vendor = vendor;
+  if (max_leaf >= 1) decode_cpu_signature(cpuid(1, 0).eax, id);
+  if (__get_cpuid_max(0x80000000u, nullptr) >= 0x80000004u) {
+    char brand[49] = {};
+    for (uint32_t i = 0; i < 3; ++i) {
+      const Regs r = cpuid(0x80000002u + i, 0);
+      std::memcpy(brand + 16 * i, &r.eax, 4);
+      std::memcpy(brand + 16 * i + 4, &r.ebx, 4);
+      std::memcpy(brand + 16 * i + 8, &r.ecx, 4);
+      std::memcpy(brand + 16 * i + 12, &r.edx, 4);
+    }
+    std::string b = brand;
+    const size_t first = b.find_first_not_of(' ');
+    const size_t last = b.find_last_not_of(' ');
+    id.brand = first == std::string::npos ? "" : b.substr(first, last - first + 1);
+  }
+  return id;
+}
+
 CpuFeatures probe() {
   CpuFeatures f;
   const uint32_t max_leaf = __get_cpuid_max(0, nullptr);
@@ -84,6 +112,10 @@ CpuFeatures probe() {
   return f;
 }
 #else
+CpuIdentity probe_identity() {
+  return CpuIdentity{};
+}
+
 CpuFeatures probe() {
   return CpuFeatures{};
 }
@@ -94,6 +126,29 @@ CpuFeatures probe() {
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = probe();
   return features;
+}
+
+const CpuIdentity& cpu_identity() {
+  static const CpuIdentity identity = probe_identity();
+  return identity;
+}
+
+void decode_cpu_signature(uint32_t eax, CpuIdentity& id) {
+  const uint32_t base_family = (eax >> 8) & 0xf;
+  const uint32_t base_model = (eax >> 4) & 0xf;
+  id.stepping = eax & 0xf;
+  id.family = base_family == 0xf ? base_family + ((eax >> 20) & 0xff) : base_family;
+  id.model = base_family == 0x6 || base_family == 0xf ? (((eax >> 16) & 0xf) << 4) + base_model
+                                                      : base_model;
+}
+
+std::string cpu_identity_string(const CpuIdentity& id) {
+  if (id.vendor.empty() && id.brand.empty()) return "unknown";
+  std::string out = id.brand.empty() ? id.vendor : id.brand;
+  out += " (" + (id.vendor.empty() ? std::string("unknown vendor") : id.vendor) + " family " +
+         std::to_string(id.family) + " model " + std::to_string(id.model) + " stepping " +
+         std::to_string(id.stepping) + ")";
+  return out;
 }
 
 std::string cpu_features_string(const CpuFeatures& f) {
