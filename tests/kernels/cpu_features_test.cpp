@@ -88,7 +88,7 @@ TEST_CASE("cpu_identity agrees with the family and model Linux reports", "[kerne
   const std::string family = proc_cpuinfo_value("cpu family");
   const std::string model = proc_cpuinfo_value("model");
   if (family.empty() || model.empty()) {
-    WARN("no x86 cpu family / model in /proc/cpuinfo; comparison skipped");
+    WARN("no x86 cpu family / model in /proc/cpuinfo: case skipped");
     return;
   }
   const CpuIdentity& id = cpu_identity();
