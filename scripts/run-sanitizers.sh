@@ -28,7 +28,7 @@ run_suite() {  # name sanitizer build-dir [targets...]
   local started=$SECONDS
   echo "== $name: -DTANDEM_SANITIZE=$sanitizer in $dir"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE="$sanitizer" \
-    -DTANDEM_CUDA=OFF >/dev/null
+    -DTANDEM_CUDA=OFF -DTANDEM_CUDA_EMULATION=OFF >/dev/null
   local ok=1
   if [ "$#" -gt 0 ]; then
     local entry target filter exe targets=()

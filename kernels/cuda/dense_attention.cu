@@ -29,6 +29,7 @@
 
 #include "kernels/cuda/dense_ops.h"
 #include "kernels/cuda/dense_ops_internal.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace tandem::kernels::cuda {
 namespace {
@@ -251,7 +252,8 @@ Status launch_attention(const float* q, const DeviceKvLayer& kv, const DeviceAtt
   p.window = static_cast<int64_t>(shape.window);
   p.sinks = shape.sinks;
   const auto blocks = static_cast<unsigned>(batch.n_tokens * shape.n_heads);
-  attention_kernel<T><<<blocks, kAttnThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  TANDEM_CUDA_LAUNCH(blocks, kAttnThreads, static_cast<cudaStream_t>(stream), attention_kernel<T>)
+  (p);
   return dense_internal::launch_status("attention");
 }
 
@@ -276,13 +278,14 @@ Status kv_write_enqueue(const DeviceKvLayer& layer, const float* k, const float*
   const auto pool_rows = static_cast<int64_t>(layer.block_rows * layer.n_blocks);
   const auto st = static_cast<cudaStream_t>(stream);
   if (layer.type == KvType::kF16) {
-    kv_write_kernel<__half><<<static_cast<unsigned>(n_tokens), kKvWriteThreads, 0, st>>>(
-        static_cast<__half*>(layer.keys), static_cast<__half*>(layer.values), k, v, slots,
-        pool_rows, layer.kv_dim);
+    TANDEM_CUDA_LAUNCH(static_cast<unsigned>(n_tokens), kKvWriteThreads, st,
+                       kv_write_kernel<__half>)
+    (static_cast<__half*>(layer.keys), static_cast<__half*>(layer.values), k, v, slots, pool_rows,
+     layer.kv_dim);
   } else {
-    kv_write_kernel<float><<<static_cast<unsigned>(n_tokens), kKvWriteThreads, 0, st>>>(
-        static_cast<float*>(layer.keys), static_cast<float*>(layer.values), k, v, slots, pool_rows,
-        layer.kv_dim);
+    TANDEM_CUDA_LAUNCH(static_cast<unsigned>(n_tokens), kKvWriteThreads, st, kv_write_kernel<float>)
+    (static_cast<float*>(layer.keys), static_cast<float*>(layer.values), k, v, slots, pool_rows,
+     layer.kv_dim);
   }
   return launch_status("kv_write");
 }

@@ -27,6 +27,7 @@
 
 #include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/dense_ops_internal.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/weight_load.cuh"
 
 namespace tandem::kernels::cuda {
@@ -211,21 +212,21 @@ void launch_matmul(const DeviceMatrix& w, size_t row_bytes, const float* x, size
             st.w_batch % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && st.x_ld % 4 == 0 &&
             st.x_batch % 4 == 0;
       if (vec) {
-        matmul_decode_kernel<T, true>
-            <<<grid, kDecodeThreads, 0, stream>>>(data, row_bytes, rows, cols, x, n, y, st);
+        TANDEM_CUDA_LAUNCH(grid, kDecodeThreads, stream, matmul_decode_kernel<T, true>)
+        (data, row_bytes, rows, cols, x, n, y, st);
       }
     }
     if (!vec) {
-      matmul_decode_kernel<T, false>
-          <<<grid, kDecodeThreads, 0, stream>>>(data, row_bytes, rows, cols, x, n, y, st);
+      TANDEM_CUDA_LAUNCH(grid, kDecodeThreads, stream, matmul_decode_kernel<T, false>)
+      (data, row_bytes, rows, cols, x, n, y, st);
     }
   } else {
     const dim3 grid(
         static_cast<unsigned>((w.rows + kTileN - 1) / kTileN),
         static_cast<unsigned>(std::min<size_t>((n_tokens + kTiledM - 1) / kTiledM, kMaxGridY)),
         n_batches);
-    matmul_tiled_kernel<T>
-        <<<grid, kTiledThreads, 0, stream>>>(data, row_bytes, rows, cols, x, n, y, st);
+    TANDEM_CUDA_LAUNCH(grid, kTiledThreads, stream, matmul_tiled_kernel<T>)
+    (data, row_bytes, rows, cols, x, n, y, st);
   }
 }
 
@@ -469,9 +470,9 @@ Status rms_norm_strided_enqueue(const float* x, const float* weight, float eps, 
   if (x == nullptr || weight == nullptr || out == nullptr) {
     return invalid_argument_error("CUDA rms_norm: null pointer");
   }
-  rms_norm_kernel<<<static_cast<unsigned>(n_rows), kNormThreads, 0,
-                    static_cast<cudaStream_t>(stream)>>>(x, weight, eps, static_cast<int>(dim),
-                                                         stride, out);
+  TANDEM_CUDA_LAUNCH(static_cast<unsigned>(n_rows), kNormThreads, static_cast<cudaStream_t>(stream),
+                     rms_norm_kernel)
+  (x, weight, eps, static_cast<int>(dim), stride, out);
   return launch_status("rms_norm");
 }
 
@@ -481,8 +482,9 @@ Status add_row_enqueue(float* y, const float* bias, size_t n_rows, size_t dim, v
   if (n_rows == 0) return Status();
   if (y == nullptr || bias == nullptr) return invalid_argument_error("CUDA add_row: null pointer");
   const size_t total = n_rows * dim;
-  add_row_kernel<<<elem_blocks(total), kElemThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      y, bias, total, dim);
+  TANDEM_CUDA_LAUNCH(elem_blocks(total), kElemThreads, static_cast<cudaStream_t>(stream),
+                     add_row_kernel)
+  (y, bias, total, dim);
   return launch_status("add_row");
 }
 
@@ -491,7 +493,8 @@ Status add_enqueue(const float* a, const float* b, size_t n, float* out, void* s
   if (a == nullptr || b == nullptr || out == nullptr) {
     return invalid_argument_error("CUDA add: null pointer");
   }
-  add_kernel<<<elem_blocks(n), kElemThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, b, n, out);
+  TANDEM_CUDA_LAUNCH(elem_blocks(n), kElemThreads, static_cast<cudaStream_t>(stream), add_kernel)
+  (a, b, n, out);
   return launch_status("add");
 }
 
@@ -500,8 +503,9 @@ Status silu_mul_enqueue(const float* gate, const float* up, size_t n, float* out
   if (gate == nullptr || up == nullptr || out == nullptr) {
     return invalid_argument_error("CUDA silu_mul: null pointer");
   }
-  silu_mul_kernel<<<elem_blocks(n), kElemThreads, 0, static_cast<cudaStream_t>(stream)>>>(gate, up,
-                                                                                          n, out);
+  TANDEM_CUDA_LAUNCH(elem_blocks(n), kElemThreads, static_cast<cudaStream_t>(stream),
+                     silu_mul_kernel)
+  (gate, up, n, out);
   return launch_status("silu_mul");
 }
 
@@ -516,8 +520,9 @@ Status scale_rows_by_sigmoid_enqueue(float* rows, const float* logit, size_t n_r
     return invalid_argument_error("CUDA scale_rows_by_sigmoid: null pointer");
   }
   const size_t total = n_rows * dim;
-  scale_rows_by_sigmoid_kernel<<<elem_blocks(total), kElemThreads, 0,
-                                 static_cast<cudaStream_t>(stream)>>>(rows, logit, total, dim);
+  TANDEM_CUDA_LAUNCH(elem_blocks(total), kElemThreads, static_cast<cudaStream_t>(stream),
+                     scale_rows_by_sigmoid_kernel)
+  (rows, logit, total, dim);
   return launch_status("scale_rows_by_sigmoid");
 }
 
@@ -557,8 +562,9 @@ Status rope_enqueue(float* x, size_t n_tokens, size_t n_heads, const int32_t* po
   r.corr_low = rope.corr_low;
   r.corr_high = rope.corr_high;
   r.mscale = rope.mscale;
-  rope_kernel<<<static_cast<unsigned>(n_tokens), kRopeThreads, 0,
-                static_cast<cudaStream_t>(stream)>>>(x, r, positions);
+  TANDEM_CUDA_LAUNCH(static_cast<unsigned>(n_tokens), kRopeThreads,
+                     static_cast<cudaStream_t>(stream), rope_kernel)
+  (x, r, positions);
   return launch_status("rope");
 }
 

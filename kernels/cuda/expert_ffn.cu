@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/vector_ops.h"
 #include "kernels/cuda/cuda_weight_types.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/weight_load.cuh"
 
 namespace tandem::kernels::cuda {
@@ -213,14 +214,14 @@ Status dispatch(TensorType type, const StageParams& p, dim3 grid, cudaStream_t s
 template <TensorType T>
 struct GateUpLaunch {
   static void run(const StageParams& p, dim3 grid, cudaStream_t stream) {
-    gate_up_kernel<T><<<grid, kThreads, 0, stream>>>(p);
+    TANDEM_CUDA_LAUNCH(grid, kThreads, stream, gate_up_kernel<T>)(p);
   }
 };
 
 template <TensorType T>
 struct DownLaunch {
   static void run(const StageParams& p, dim3 grid, cudaStream_t stream) {
-    down_kernel<T><<<grid, kThreads, 0, stream>>>(p);
+    TANDEM_CUDA_LAUNCH(grid, kThreads, stream, down_kernel<T>)(p);
   }
 };
 
@@ -304,9 +305,9 @@ Status expert_ffn_combine_enqueue(const uint32_t* pair_row, const float* out, si
   if (n_tokens > INT32_MAX || k == 0 || k > 1024 || hidden == 0 || hidden > INT32_MAX) {
     return invalid_argument_error("CUDA expert FFN combine: sizes out of range");
   }
-  combine_kernel<<<static_cast<unsigned>(n_tokens), kThreads, 0,
-                   static_cast<cudaStream_t>(stream_ptr)>>>(pair_row, out, static_cast<int>(k),
-                                                            static_cast<int>(hidden), token_out);
+  TANDEM_CUDA_LAUNCH(static_cast<unsigned>(n_tokens), kThreads,
+                     static_cast<cudaStream_t>(stream_ptr), combine_kernel)
+  (pair_row, out, static_cast<int>(k), static_cast<int>(hidden), token_out);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     return internal_error(std::string("CUDA expert FFN combine launch failed: ") +
