@@ -6,6 +6,10 @@
 // shared memory without a barrier.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdint>
 #include <vector>
 
@@ -72,6 +76,11 @@ __global__ void early_return_kernel(int* out) {
   out[threadIdx.x] = first + static_cast<int>(threadIdx.x);
 }
 
+// Each thread writes one int at out[offset + thread].
+__global__ void write_at_kernel(int* out, int offset) {
+  out[offset + static_cast<int>(threadIdx.x)] = 1;
+}
+
 template <typename T>
 T* device_alloc(size_t n) {
   T* p = nullptr;
@@ -100,7 +109,8 @@ TEST_CASE("emulated CUDA: every thread of a 3-D grid of 3-D blocks runs once wit
   CHECK(cudaFree(out) == cudaSuccess);
 }
 
-TEST_CASE("emulated CUDA: warp shuffles and __syncthreads give the block sums", "[cuda-emulation]") {
+TEST_CASE("emulated CUDA: warp shuffles and __syncthreads give the block sums",
+          "[cuda-emulation]") {
   const unsigned blocks = 5, threads = 256;
   std::vector<int> in(blocks * threads);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int>(i * 7 % 13) - 6;
@@ -231,6 +241,28 @@ TEST_CASE("emulated CUDA: copies, frees, streams and launch shapes are checked a
   }
   CHECK(cudaFree(dev) == cudaSuccess);
   CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+// Runs write_at_kernel over a 256-byte allocation in a child process; its exit signal (0 if none).
+int signal_of_write_at(int offset) {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int* out = nullptr;
+    if (cudaMalloc(&out, 64 * sizeof(int)) != cudaSuccess) _exit(2);
+    TANDEM_CUDA_LAUNCH(1, 64, nullptr, write_at_kernel)(out, offset);
+    _exit(cudaDeviceSynchronize() == cudaSuccess ? 0 : 3);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  if (WIFSIGNALED(status)) return WTERMSIG(status);
+  CHECK(WEXITSTATUS(status) == 0);
+  return 0;
+}
+
+TEST_CASE("emulated CUDA: a kernel writing past a device allocation faults", "[cuda-emulation]") {
+  CHECK(signal_of_write_at(0) == 0);        // the whole allocation
+  CHECK(signal_of_write_at(1) == SIGSEGV);  // one int past its end
 }
 
 TEST_CASE("emulated CUDA: one device, described", "[cuda-emulation]") {

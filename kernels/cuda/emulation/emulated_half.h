@@ -40,7 +40,7 @@ inline __half __float2half_rn(float f) {
   // 2^(exponent - 10) for a normal half, 2^-24 for a subnormal one.
   const uint32_t significand = (abs & 0x7fffffu) | 0x800000u;
   const int unit_exp = exponent < -14 ? -24 : exponent - 10;
-  const int drop = unit_exp - (exponent - 23);  // >= 13
+  const int drop = unit_exp - (exponent - 23);                      // >= 13
   if (drop > 24) return __half{static_cast<unsigned short>(sign)};  // below half the least unit
   uint32_t q = significand >> drop;
   const uint32_t rest = significand & ((1u << drop) - 1u);

@@ -2,6 +2,8 @@
 // memory from host memory, checked copies, streams as registered handles, launches on fibers.
 #include "kernels/cuda/emulation/emulated_runtime.h"
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,10 +22,38 @@ namespace {
 constexpr size_t kDefaultMib = 8192;
 constexpr size_t kDeviceAlignment = 256;  // cudaMalloc's guarantee
 
+constexpr size_t kPage = 4096;
+
 struct Allocation {
   size_t bytes = 0;
   bool device = false;
+  void* mapping = nullptr;  // device memory: its mapping (the allocation ends at a guard page)
+  size_t mapping_bytes = 0;
 };
+
+// Device memory ends at an inaccessible page, so a kernel reading or writing past an allocation
+// (beyond the rounding to 256 bytes) faults where the hardware would read garbage or fault.
+void* map_device(size_t rounded, Allocation* a) {
+  a->mapping_bytes = (rounded + kPage - 1) / kPage * kPage + kPage;
+  void* m = mmap(nullptr, a->mapping_bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  char* guard = static_cast<char*>(m) + a->mapping_bytes - kPage;
+  if (mprotect(guard, kPage, PROT_NONE) != 0) {
+    munmap(m, a->mapping_bytes);
+    return nullptr;
+  }
+  a->mapping = m;
+  return guard - rounded;
+}
+
+void unmap(const Allocation& a, void* ptr) {
+  if (a.mapping != nullptr) {
+    munmap(a.mapping, a.mapping_bytes);
+  } else {
+    std::free(ptr);
+  }
+}
 
 class Emulator {
  public:
@@ -53,13 +83,14 @@ class Emulator {
     if (rounded < bytes) return cudaErrorMemoryAllocation;
     std::lock_guard lock(mu_);
     if (device && rounded > capacity_ - device_bytes_) return cudaErrorMemoryAllocation;
-    void* p = std::aligned_alloc(kDeviceAlignment, rounded);
+    Allocation a{rounded, device};
+    void* p = device ? map_device(rounded, &a) : std::aligned_alloc(kDeviceAlignment, rounded);
     if (p == nullptr) return cudaErrorMemoryAllocation;
     if (device) {
       std::memset(p, 0xff, rounded);
       device_bytes_ += rounded;
     }
-    allocations_[reinterpret_cast<uintptr_t>(p)] = Allocation{rounded, device};
+    allocations_[reinterpret_cast<uintptr_t>(p)] = a;
     *ptr = p;
     return cudaSuccess;
   }
@@ -70,8 +101,8 @@ class Emulator {
     const auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == allocations_.end() || it->second.device != device) return cudaErrorInvalidValue;
     if (device) device_bytes_ -= it->second.bytes;
+    unmap(it->second, ptr);
     allocations_.erase(it);
-    std::free(ptr);
     return cudaSuccess;
   }
 
@@ -113,7 +144,7 @@ class Emulator {
   void reset() {
     std::lock_guard lock(mu_);
     for (const auto& [addr, allocation] : allocations_) {
-      std::free(reinterpret_cast<void*>(addr));
+      unmap(allocation, reinterpret_cast<void*>(addr));
     }
     allocations_.clear();
     device_bytes_ = 0;
@@ -308,10 +339,9 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size
                               cudaStream_t stream) {
   if (width > dst_pitch || width > src_pitch) return record(cudaErrorInvalidValue);
   for (size_t r = 0; r < height; ++r) {
-    const cudaError_t err =
-        tandem::cuda_emulation::copy(static_cast<char*>(dst) + r * dst_pitch,
-                                     static_cast<const char*>(src) + r * src_pitch, width, kind,
-                                     stream);
+    const cudaError_t err = tandem::cuda_emulation::copy(
+        static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
+        width, kind, stream);
     if (err != cudaSuccess) return err;
   }
   return record(cudaSuccess);

@@ -4,10 +4,12 @@
 // direction, a copy past an allocation's end, a free of a pointer that is not one, or a launch on
 // a destroyed stream fails as CUDA fails it (with the CUDA error codes), where a plain host
 // implementation would pass it. New device memory is filled with 0xff bytes (NaN floats), as a
-// kernel reading memory nothing wrote would find garbage. Work is synchronous: a copy or a kernel
-// has run when the call returns, so the emulation cannot show a missing stream synchronisation.
-// A kernel that fails (thread_blocks.h) leaves a sticky error that every later call returns, as
-// a faulting kernel does to a CUDA context. Any thread; the last error is per thread.
+// kernel reading memory nothing wrote would find garbage, and ends at an inaccessible page, so a
+// kernel running past an allocation (by more than its rounding to 256 bytes) faults. Work is
+// synchronous: a copy or a kernel has run when the call returns, so the emulation cannot show a
+// missing stream synchronisation. A kernel that fails (thread_blocks.h) leaves a sticky error that
+// every later call returns, as a faulting kernel does to a CUDA context. Any thread; the last error
+// is per thread.
 #pragma once
 
 #include <cstddef>

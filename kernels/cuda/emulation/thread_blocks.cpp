@@ -81,7 +81,9 @@ struct Fiber {
     TANDEM_CHECK(mapping != MAP_FAILED);
     TANDEM_CHECK(mprotect(mapping, kGuardBytes, PROT_NONE) == 0);
   }
-  ~Fiber() { munmap(mapping, kGuardBytes + kStackBytes); }
+  ~Fiber() {
+    munmap(mapping, kGuardBytes + kStackBytes);
+  }
   Fiber(const Fiber&) = delete;
   Fiber& operator=(const Fiber&) = delete;
 };
@@ -157,8 +159,12 @@ class Scheduler {
     frame[7] = reinterpret_cast<uint64_t>(&Scheduler::fiber_main);
     f.sp = frame;
   }
-  void switch_in(Fiber& f) { tandem_cuda_emulation_switch(&scheduler_sp_, f.sp); }
-  void switch_out() { tandem_cuda_emulation_switch(&current_->sp, scheduler_sp_); }
+  void switch_in(Fiber& f) {
+    tandem_cuda_emulation_switch(&scheduler_sp_, f.sp);
+  }
+  void switch_out() {
+    tandem_cuda_emulation_switch(&current_->sp, scheduler_sp_);
+  }
 #else
   // A fresh context that enters fiber_main on the fiber's stack.
   // Out of line: getcontext may return twice, which would clobber run_block's loop variables.
@@ -169,8 +175,12 @@ class Scheduler {
     f.context.uc_link = nullptr;
     makecontext(&f.context, &Scheduler::fiber_main, 0);
   }
-  void switch_in(Fiber& f) { TANDEM_CHECK(swapcontext(&scheduler_, &f.context) == 0); }
-  void switch_out() { TANDEM_CHECK(swapcontext(&current_->context, &scheduler_) == 0); }
+  void switch_in(Fiber& f) {
+    TANDEM_CHECK(swapcontext(&scheduler_, &f.context) == 0);
+  }
+  void switch_out() {
+    TANDEM_CHECK(swapcontext(&current_->context, &scheduler_) == 0);
+  }
 #endif
 
   void run_block(const uint3& block_idx, const dim3& grid, const dim3& block, unsigned n) {
