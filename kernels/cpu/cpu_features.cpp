@@ -144,10 +144,12 @@ void decode_cpu_signature(uint32_t eax, CpuIdentity& id) {
 
 std::string cpu_identity_string(const CpuIdentity& id) {
   if (id.vendor.empty() && id.brand.empty()) return "unknown";
+  // The vendor in the parentheses only when the brand string is the name in front.
   std::string out = id.brand.empty() ? id.vendor : id.brand;
-  out += " (" + (id.vendor.empty() ? std::string("unknown vendor") : id.vendor) + " family " +
-         std::to_string(id.family) + " model " + std::to_string(id.model) + " stepping " +
-         std::to_string(id.stepping) + ")";
+  out += " (";
+  if (!id.brand.empty()) out += (id.vendor.empty() ? "unknown vendor" : id.vendor) + " ";
+  out += "family " + std::to_string(id.family) + " model " + std::to_string(id.model) +
+         " stepping " + std::to_string(id.stepping) + ")";
   return out;
 }
 

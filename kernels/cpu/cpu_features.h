@@ -50,7 +50,8 @@ const CpuIdentity& cpu_identity();
 // for base family 15, the extended model only for base families 6 and 15.
 void decode_cpu_signature(uint32_t eax, CpuIdentity& id);
 
-// "AMD EPYC (AuthenticAMD family 25 model 1 stepping 1)"; "unknown" with nothing known.
+// "AMD EPYC (AuthenticAMD family 25 model 1 stepping 1)"; without a brand string the vendor
+// leads: "AuthenticAMD (family 25 model 1 stepping 1)"; "unknown" with nothing known.
 std::string cpu_identity_string(const CpuIdentity& id);
 
 }  // namespace tandem::kernels
