@@ -6,8 +6,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <chrono>
-#include <filesystem>
 #include <string>
 #include <vector>
 

@@ -9,8 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bit>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -248,6 +251,7 @@ int signal_of_write_at(int offset) {
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
+    std::signal(SIGSEGV, SIG_DFL);  // die of the fault, without Catch2's report of it
     int* out = nullptr;
     if (cudaMalloc(&out, 64 * sizeof(int)) != cudaSuccess) _exit(2);
     TANDEM_CUDA_LAUNCH(1, 64, nullptr, write_at_kernel)(out, offset);
@@ -263,6 +267,58 @@ int signal_of_write_at(int offset) {
 TEST_CASE("emulated CUDA: a kernel writing past a device allocation faults", "[cuda-emulation]") {
   CHECK(signal_of_write_at(0) == 0);        // the whole allocation
   CHECK(signal_of_write_at(1) == SIGSEGV);  // one int past its end
+}
+
+// The value of a finite half's bits, by its definition (exact in double).
+double half_value(uint16_t bits) {
+  const int exponent = (bits >> 10) & 0x1f;
+  const double mantissa = bits & 0x3ff;
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024.0 + mantissa, exponent - 25);
+  return (bits & 0x8000) != 0 ? -magnitude : magnitude;
+}
+
+TEST_CASE("emulated CUDA: __half conversions are IEEE's (exact widening, nearest-even narrowing)",
+          "[cuda-emulation]") {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const auto bits = static_cast<uint16_t>(h);
+    const float f = __half2float(__half{bits});
+    if ((bits & 0x7c00) == 0x7c00) {  // inf and NaN stay so, sign kept
+      CHECK(((bits & 0x3ff) == 0 ? std::isinf(f) : std::isnan(f)));
+      CHECK(std::signbit(f) == ((bits & 0x8000) != 0));
+      continue;
+    }
+    REQUIRE(static_cast<double>(f) == half_value(bits));
+    REQUIRE(__float2half_rn(f).bits == bits);  // every half is a float and comes back
+  }
+  // Narrowing: the nearest half, ties to the even one, over a spread of floats from below the
+  // least subnormal half to past the largest half; 65520 and up round to infinity.
+  for (uint64_t x = 0x32000000; x <= 0x47800100; x += 4093) {
+    const float f = std::bit_cast<float>(static_cast<uint32_t>(x));
+    const uint16_t q = __float2half_rn(f).bits;
+    if (f >= 65520.0f) {
+      CHECK(q == 0x7c00);
+      continue;
+    }
+    REQUIRE(q < 0x7c00);
+    const double d = f;
+    const double err = std::fabs(d - half_value(q));
+    if (q > 0) CHECK(err <= std::fabs(d - half_value(static_cast<uint16_t>(q - 1))));
+    const double up = q + 1 < 0x7c00 ? std::fabs(d - half_value(static_cast<uint16_t>(q + 1)))
+                                     : std::numeric_limits<double>::infinity();
+    CHECK(err <= up);
+    if (q > 0 && err == std::fabs(d - half_value(static_cast<uint16_t>(q - 1)))) {
+      CHECK(q % 2 == 0);
+    }
+    if (err == up) CHECK(q % 2 == 0);
+    CHECK(__float2half_rn(-f).bits == (q | 0x8000));
+  }
+  CHECK(__float2half_rn(65519.996f).bits == 0x7bff);
+  CHECK(__float2half_rn(std::ldexp(1.0f, -25)).bits == 0);  // a tie with zero: even
+  CHECK(__float2half_rn(std::ldexp(1.5f, -25)).bits == 1);  // nearer the least subnormal
+  CHECK(__float2half_rn(std::ldexp(3.0f, -25)).bits == 2);  // 1.5 units: tie, even
+  CHECK(__float2half_rn(1.0f + std::ldexp(1.0f, -11)).bits == 0x3c00);  // tie: even
+  CHECK(std::isnan(__half2float(__float2half_rn(std::numeric_limits<float>::quiet_NaN()))));
 }
 
 TEST_CASE("emulated CUDA: one device, described", "[cuda-emulation]") {

@@ -220,13 +220,9 @@ class Scheduler {
         }
         released = true;
       }
-      if (!released) {
-        error_ = "deadlock: of " + std::to_string(live) + " live threads " +
-                 std::to_string(at_block) +
-                 " wait at __syncthreads and the others at warp shuffles that not every named "
-                 "lane reaches";
-        return;
-      }
+      // Every live fiber waits: a warp with lanes at a shuffle was released or refused above,
+      // so the rest all wait at __syncthreads.
+      TANDEM_CHECK(released);
     }
   }
 
