@@ -180,7 +180,8 @@ Status CpuExpertWorker::interleave_layer(size_t layer, const NumaTopology* numa)
   run_parallel(matrices.size(), [&](size_t i) {
     kernels::WeightMatrix& w = *matrices[i];
     w = kernels::interleave_rows8(
-        w, std::span<uint8_t>(base + offsets[i], kernels::interleaved_bytes(w)));
+        w, std::span<uint8_t>(base + offsets[i], kernels::interleaved_bytes(w)),
+        kernels::preferred_weight_layout(w.type));
   });
   // The plain bytes are no longer read here: marked cold (a hint that keeps their contents, right
   // for any memory), so that reclaim takes them first — under memory pressure the copies of the

@@ -29,13 +29,13 @@ struct ExpertMatrices {
 
 // Views the routed-expert weights of every MoE layer; with `interleave` (the default), the
 // matrices of a type whose interleaved layout the active kernels prefer (MXFP4 with AVX2 on the
-// quantized path: kernels::interleaved_layout_preferred) are instead copied once, at create(),
-// into interleaved buffers the worker owns and frees (kernels::WeightLayout::kInterleaved8;
-// bit-identical results, faster kernels). That copy costs the experts' bytes again, in anonymous
-// memory (about the whole checkpoint for GPT-OSS); the worker no longer reads the mapping's expert
-// pages, which then stay only as reclaimable page cache (advised cold). interleave = false keeps
-// the mapping only, for memory-tight hosts. The ModelWeights (and the checkpoint mapping behind it)
-// and the pool must outlive the worker.
+// quantized path: kernels::preferred_weight_layout) are instead copied once, at create(), into
+// interleaved buffers the worker owns and frees (kernels::WeightLayout::kInterleaved8, or Q8_0's
+// kRowQuads8 on AVX2; bit-identical results, faster kernels). That copy costs the experts' bytes
+// again, in anonymous memory (about the whole checkpoint for GPT-OSS); the worker no longer reads
+// the mapping's expert pages, which then stay only as reclaimable page cache (advised cold).
+// interleave = false keeps the mapping only, for memory-tight hosts. The ModelWeights (and the
+// checkpoint mapping behind it) and the pool must outlive the worker.
 //
 // A layer's share runs as three pool phases, not a fork-join per expert or per matmul: (1) every
 // (expert, block of 32 ffn rows) item computes its gate and up rows (+ biases) for all of the

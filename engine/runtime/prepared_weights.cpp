@@ -112,7 +112,9 @@ size_t interleave_dense_matrices(PreparedWeights& w, kernels::MatmulActivations 
       return;
     }
     std::vector<uint8_t>& buffer = w.interleaved.emplace_back(kernels::interleaved_bytes(m));
-    m.interleaved = kernels::interleave_rows8(m, buffer).data;
+    const kernels::WeightLayout layout = kernels::preferred_weight_layout(m.type);
+    m.interleaved = kernels::interleave_rows8(m, buffer, layout).data;
+    m.interleaved_layout = layout;
     copied += buffer.size();
   };
   for (PreparedLayer& L : w.layers) {

@@ -64,8 +64,8 @@ Result<PreparedWeights> prepare_weights(const model::ModelSpec& spec,
                                         PrepareUse use = PrepareUse::kCompute);
 
 // Gives each dense matrix that the active kernels compute faster in its type's interleaved layout
-// on `mode`'s path (kernels::interleaved_layout_preferred: the types whose weight-type table row
-// has an x8 kernel for the active variant) an owned interleaved copy (WeightMatrix::interleaved):
+// on `mode`'s path (kernels::preferred_weight_layout: the types whose weight-type table row has an
+// interleaved kernel for the active variant) an owned interleaved copy (WeightMatrix::interleaved):
 // the same bits, read instead of the rows for any token count. Every layer matrix the role table
 // marks `bulk` (the projections, MLA's q_a / q_b / kv_a, shared experts, dense FFNs) and the lm
 // head; the embedding, the routers and the per-head MLA matrices keep their rows only. Returns the

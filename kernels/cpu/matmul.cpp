@@ -46,11 +46,19 @@ ActivationFormat matmul_activation_format(TensorType type, MatmulActivations mod
   return row != nullptr ? row->activations : ActivationFormat::kF32;
 }
 
-bool interleaved_layout_preferred(TensorType type) {
+WeightLayout preferred_weight_layout(TensorType type) {
   const WeightTypeKernels* row = weight_type_kernels(type);
   const MatmulVariant v = active_matmul_variant();
-  return row != nullptr && row->interleave != nullptr && v != MatmulVariant::kScalar &&
-         row->interleaved_dot[static_cast<size_t>(v)] != nullptr;
+  if (row == nullptr || v == MatmulVariant::kScalar) return WeightLayout::kRows;
+  for (const WeightLayout layout : {WeightLayout::kRowQuads8, WeightLayout::kInterleaved8}) {
+    const InterleavedKernels* k = interleaved_kernels(*row, layout);
+    if (k != nullptr && k->dot[static_cast<size_t>(v)] != nullptr) return layout;
+  }
+  return WeightLayout::kRows;
+}
+
+bool interleaved_layout_preferred(TensorType type) {
+  return preferred_weight_layout(type) != WeightLayout::kRows;
 }
 
 namespace {
@@ -108,16 +116,21 @@ void matmul_rows(const WeightMatrix& w, const ActivationRows& x, float* y, size_
   const WeightTypeKernels* row = weight_type_kernels(w.type);
   TANDEM_CHECK(row != nullptr && row->activations == x.format);
   const size_t variant = static_cast<size_t>(active_matmul_variant());
-  if (w.layout == WeightLayout::kInterleaved8) {
-    TANDEM_CHECK(row->interleave != nullptr);
-    detail::InterleavedDotFn dot = row->interleaved_dot[variant];
-    if (dot == nullptr) dot = row->interleaved_dot[static_cast<size_t>(MatmulVariant::kScalar)];
+  if (w.layout != WeightLayout::kRows) {
+    const InterleavedKernels* k = interleaved_kernels(*row, w.layout);
+    TANDEM_CHECK(k != nullptr);
+    detail::InterleavedDotFn dot = k->dot[variant];
+    if (dot == nullptr) dot = k->dot[static_cast<size_t>(MatmulVariant::kScalar)];
     dot(w.data, row_begin, row_end, x, y, y_stride);
     return;
   }
-  if (w.interleaved != nullptr && row->interleaved_dot[variant] != nullptr) {
-    row->interleaved_dot[variant](w.interleaved, row_begin, row_end, x, y, y_stride);
-    return;
+  if (w.interleaved != nullptr) {
+    const InterleavedKernels* k = interleaved_kernels(*row, w.interleaved_layout);
+    TANDEM_CHECK(k != nullptr);
+    if (k->dot[variant] != nullptr) {
+      k->dot[variant](w.interleaved, row_begin, row_end, x, y, y_stride);
+      return;
+    }
   }
   const detail::QuantDotFn dot = row->dot[variant];
   dot(w.row_data(row_begin), w.row_bytes, row_end - row_begin, x, y, y_stride);

@@ -25,11 +25,14 @@ enum class MatmulActivations { kFloat, kQuantized };
 // The activation format w's type meets in `mode` (kF32 for the float path).
 ActivationFormat matmul_activation_format(TensorType type, MatmulActivations mode);
 
-// Whether the quantized path is faster on an interleaved copy of a `type` matrix
-// (WeightLayout::kInterleaved8, interleave_rows8) than on its rows: the type has an interleaved
-// layout and the active variant a SIMD kernel for it. matmul_rows takes an interleaved matrix on
-// every variant either way (the scalar kernel where a variant has none), with bit-identical
-// results to the rows.
+// The layout the quantized path computes a `type` matrix fastest on with the active variant: its
+// row-quad layout where the variant has a SIMD kernel there, else its x8 layout where it has one
+// there, else kRows (weight_type_table.h). Copies are made in it with interleave_rows8.
+// matmul_rows takes a matrix in any of the type's layouts on every variant (the layout's scalar
+// kernel where a variant has none), with bit-identical results to the rows.
+WeightLayout preferred_weight_layout(TensorType type);
+
+// preferred_weight_layout(type) != WeightLayout::kRows.
 bool interleaved_layout_preferred(TensorType type);
 
 // matmul_rows computes a kRows matrix that carries an interleaved copy (WeightMatrix::interleaved)

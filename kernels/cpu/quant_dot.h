@@ -239,9 +239,10 @@ void dot_q5_0_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                         const ActivationRows& x, float* y, size_t y_stride);
 void dot_iq4_nl_x8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                           const ActivationRows& x, float* y, size_t y_stride);
-// AVX2 (and the plain AVX-512 column): the plain-row kernels' 8-row groups on the interleave, each
-// group's first token tile prefetching 2 KiB ahead (prefetch_ahead.h); the unprefetched Q8_0 form
-// is the AVX-512 VNNI kernel's one-token path.
+// AVX2 (and the plain AVX-512 column; Q8_0's x8 kernel serves that column only, the AVX2 one
+// computes Q8_0 on its row quads below): the plain-row kernels' 8-row groups on the interleave,
+// each group's first token tile prefetching 2 KiB ahead (prefetch_ahead.h); the unprefetched Q8_0
+// form is the AVX-512 VNNI kernel's one-token path.
 void dot_q8_0_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                       const ActivationRows& x, float* y, size_t y_stride);
 void dot_q8_0_x8_unprefetched_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
@@ -257,6 +258,19 @@ void dot_iq4_nl_x8_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
 // on the interleave the 16-row tiles streamed 20-30 % slower with 2 and 8 tokens on a Zen 4.)
 void dot_q8_0_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
                              const ActivationRows& x, float* y, size_t y_stride);
+
+// ---- Q8_0's row-quad interleave (WeightLayout::kRowQuads8): per group of 8 rows, the blocks in
+// column order, kQ8_0QuadBlockBytes each (8 rows x 34): the eight rows' f16 scales (row i at 2i),
+// then the block's 32 quants as 8 quads, quad k (elements 4k .. 4k + 3) of row i at 16 + 32k + 4i —
+// so one 32-byte load holds a quad of all eight rows, one row per 32-bit lane. Padding rows are
+// zero. The AVX2 kernel multiplies each row's quad by the token's broadcast and never reduces
+// across lanes (quant_dot_q8_0_quads_avx2.cpp); the scalar one gathers the plain blocks back.
+inline constexpr size_t kQ8_0QuadBlockBytes = 272;
+void repack_q8_0_quads(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups);
+void dot_q8_0_quads_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                           const ActivationRows& x, float* y, size_t y_stride);
+void dot_q8_0_quads_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
+                         const ActivationRows& x, float* y, size_t y_stride);
 
 // ---- MXFP4 x8: per group, the blocks in column order, 136 bytes each (8 rows x 17 bytes):
 //  byte i (i < 8):                    row i's exponent e;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/avx2_store_lanes.h"
 #include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/quant_dot.h"
 #include "kernels/cpu/quant_dot_legacy_walk.h"
@@ -336,15 +337,7 @@ void rows8(const uint8_t* const p[kGroupRows], bool prefetch, size_t block_strid
     }
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < kTokens; ++t) {
-    if (lane_begin == 0 && lane_end == kGroupRows) {
-      _mm256_storeu_ps(out[t], acc[t]);
-    } else {
-      float lanes[kGroupRows];
-      _mm256_storeu_ps(lanes, acc[t]);
-      for (size_t i = lane_begin; i < lane_end; ++i) out[t][i - lane_begin] = lanes[i];
-    }
-  }
+  for (int t = 0; t < kTokens; ++t) avx2_store_lanes(out[t], acc[t], lane_begin, lane_end);
 }
 
 // The groups of quant_dot_legacy_walk.h. kPrefetch: whether a group's first token tile prefetches

@@ -1,6 +1,7 @@
-// The x8 block interleave of Q8_0, Q4_0, Q5_0 and IQ4_NL (quant_dot.h): the repack and the scalar
-// dot products, which gather each row's blocks back into a plain row and run the plain scalar
-// reference on it (the SIMD kernels read the interleave in place).
+// The x8 block interleave of Q8_0, Q4_0, Q5_0 and IQ4_NL and Q8_0's row-quad interleave
+// (quant_dot.h): the repacks and the scalar dot products, which gather each row's blocks back into
+// a plain row and run the plain scalar reference on it (the SIMD kernels read the interleaves in
+// place).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -50,7 +51,50 @@ void dot_blocks8_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
   }
 }
 
+// Row r's plain Q8_0 block b, gathered from the row-quad interleave (group_bytes per group).
+void gather_q8_0_quads(const uint8_t* groups, size_t group_bytes, size_t r, size_t b,
+                       uint8_t* block) {
+  const uint8_t* at = groups + r / kGroupRows * group_bytes + b * kQ8_0QuadBlockBytes;
+  const size_t i = r % kGroupRows;
+  std::memcpy(block, at + 2 * i, 2);
+  for (size_t k = 0; k < kBlockElements / 4; ++k) {
+    std::memcpy(block + 2 + 4 * k, at + 2 * kGroupRows + 32 * k + 4 * i, 4);
+  }
+}
+
 }  // namespace
+
+void repack_q8_0_quads(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
+  constexpr size_t kBytes = 34;
+  const size_t blocks = row_bytes / kBytes;
+  const size_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
+  std::memset(groups, 0, n_groups * kGroupRows * row_bytes);  // padding rows: scale 0, quants 0
+  for (size_t r = 0; r < rows; ++r) {
+    uint8_t* group = groups + r / kGroupRows * kGroupRows * row_bytes;
+    const size_t i = r % kGroupRows;
+    for (size_t b = 0; b < blocks; ++b) {
+      const uint8_t* src = w + r * row_bytes + b * kBytes;
+      uint8_t* at = group + b * kQ8_0QuadBlockBytes;
+      std::memcpy(at + 2 * i, src, 2);
+      for (size_t k = 0; k < kBlockElements / 4; ++k) {
+        std::memcpy(at + 2 * kGroupRows + 32 * k + 4 * i, src + 2 + 4 * k, 4);
+      }
+    }
+  }
+}
+
+void dot_q8_0_quads_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
+                           const ActivationRows& x, float* y, size_t y_stride) {
+  constexpr size_t kBytes = 34;
+  const size_t blocks = x.cols / kBlockElements;
+  std::vector<uint8_t> row(blocks * kBytes);
+  for (size_t r = row_begin; r < row_end; ++r) {
+    for (size_t b = 0; b < blocks; ++b) {
+      gather_q8_0_quads(groups, blocks * kQ8_0QuadBlockBytes, r, b, row.data() + b * kBytes);
+    }
+    dot_q8_0_scalar(row.data(), row.size(), 1, x, y + (r - row_begin), y_stride);
+  }
+}
 
 void repack_q8_0_x8(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups) {
   repack_blocks8<34>(w, row_bytes, rows, groups);

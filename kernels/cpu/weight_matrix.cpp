@@ -46,17 +46,18 @@ size_t interleaved_bytes(const WeightMatrix& w) {
   return (w.rows + 7) / 8 * 8 * w.row_bytes;
 }
 
-WeightMatrix interleave_rows8(const WeightMatrix& w, std::span<uint8_t> dst) {
-  TANDEM_CHECK(w.layout == WeightLayout::kRows);
+WeightMatrix interleave_rows8(const WeightMatrix& w, std::span<uint8_t> dst, WeightLayout layout) {
+  TANDEM_CHECK(w.layout == WeightLayout::kRows && layout != WeightLayout::kRows);
   const WeightTypeKernels* row = weight_type_kernels(w.type);
-  TANDEM_CHECK_MSG(row != nullptr && row->interleave != nullptr,
-                   "interleave_rows8: the type has no interleaved layout");
+  const InterleavedKernels* kernels = row != nullptr ? interleaved_kernels(*row, layout) : nullptr;
+  TANDEM_CHECK_MSG(kernels != nullptr, "interleave_rows8: the type does not have this layout");
   TANDEM_CHECK(dst.size() == interleaved_bytes(w));
-  row->interleave(w.data, w.row_bytes, w.rows, dst.data());
+  kernels->repack(w.data, w.row_bytes, w.rows, dst.data());
   WeightMatrix out = w;
   out.data = dst.data();
-  out.layout = WeightLayout::kInterleaved8;
+  out.layout = layout;
   out.interleaved = nullptr;
+  out.interleaved_layout = WeightLayout::kRows;
   return out;
 }
 

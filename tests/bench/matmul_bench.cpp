@@ -30,7 +30,8 @@ struct Case {
   TensorType type;
   MatmulActivations mode;
   std::string name;
-  bool interleaved = false;  // the matrix in its type's interleaved layout (WeightLayout)
+  // The matrix's layout: kRows, or one of its type's interleaved layouts.
+  WeightLayout layout = WeightLayout::kRows;
 };
 
 // The byte offsets of a block's fp16 scales (or MXFP4's exponent byte), set to sane values so that
@@ -111,9 +112,9 @@ void run(benchmark::State& state, MatmulVariant variant, Case c, bool stream) {
     return;
   }
   std::vector<uint8_t> interleaved;
-  if (c.interleaved) {
+  if (c.layout != WeightLayout::kRows) {
     interleaved.resize(interleaved_bytes(*w));
-    *w = interleave_rows8(*w, interleaved);
+    *w = interleave_rows8(*w, interleaved, c.layout);
   }
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(n_tokens * kCols);
@@ -163,8 +164,13 @@ void register_all() {
     if (row.activations != ActivationFormat::kF32) {
       const std::string format(activation_format_name(row.activations));
       cases.push_back({row.type, MatmulActivations::kQuantized, name + "_x_" + format});
-      if (row.interleave != nullptr) {
-        cases.push_back({row.type, MatmulActivations::kQuantized, name + "_x8_x_" + format, true});
+      if (row.interleaved_x8.repack != nullptr) {
+        cases.push_back({row.type, MatmulActivations::kQuantized, name + "_x8_x_" + format,
+                         WeightLayout::kInterleaved8});
+      }
+      if (row.row_quads.repack != nullptr) {
+        cases.push_back({row.type, MatmulActivations::kQuantized, name + "_quads_x_" + format,
+                         WeightLayout::kRowQuads8});
       }
     }
     cases.push_back({row.type, MatmulActivations::kFloat, name + "_float"});

@@ -284,11 +284,12 @@ TEST_CASE("matmul_rows on interleaved K-quant matrices matches the plain rows", 
     auto plain = make_weight_matrix(k->k.type, w, rows, blocks * kSuper);
     REQUIRE(plain.ok());
     std::vector<uint8_t> buffer(interleaved_bytes(*plain));
-    const WeightMatrix inter = interleave_rows8(*plain, buffer);
+    const WeightMatrix inter = interleave_rows8(*plain, buffer, WeightLayout::kInterleaved8);
     // The rows with their interleaved copy attached (WeightMatrix::interleaved): the copy is read
     // where the variant has an interleaved kernel; every result the same bits.
     WeightMatrix both = *plain;
     both.interleaved = inter.data;
+    both.interleaved_layout = WeightLayout::kInterleaved8;
     for (const size_t n_tokens : {size_t{1}, size_t{2}, size_t{6}}) {
       INFO(n_tokens << " tokens");
       const QuantizedActivations a =

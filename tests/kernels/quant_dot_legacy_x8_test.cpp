@@ -1,7 +1,8 @@
-// Tests of the x8 block interleave of Q8_0, Q4_0, Q5_0 and IQ4_NL (quant_dot.h): the repack
-// against the layout's description, the scalar and every SIMD x8 kernel this CPU runs bit-identical
-// to the plain-row scalar reference over many shapes, row ranges (starting and ending inside
-// groups) and token counts, the integer extremes, and matmul_rows on an interleaved WeightMatrix.
+// Tests of the x8 block interleave of Q8_0, Q4_0, Q5_0 and IQ4_NL and of Q8_0's row-quad interleave
+// (quant_dot.h): the repacks against the layouts' descriptions, the scalar and every SIMD x8 kernel
+// this CPU runs bit-identical to the plain-row scalar reference over many shapes, row ranges
+// (starting and ending inside groups) and token counts, the integer extremes, and matmul_rows on an
+// interleaved WeightMatrix.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -28,14 +29,24 @@ using testing::put_fp16;
 
 constexpr size_t kBlock = 32;
 
-// One type with the block interleave: its block size and its kernels.
+// One type with one of these interleaves: its block size, the layout and its kernels.
 struct BlockX8Type {
   size_t block_bytes;
+  WeightLayout layout;
   testing::X8Kernels k;
 };
 
 const BlockX8Type kTypes[] = {
     {34,
+     WeightLayout::kRowQuads8,
+     {"q8_0 row quads",
+      TensorType::kQ8_0,
+      &detail::dot_q8_0_scalar,
+      &detail::repack_q8_0_quads,
+      &detail::dot_q8_0_quads_scalar,
+      {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q8_0_quads_avx2)}}}},
+    {34,
+     WeightLayout::kInterleaved8,
      {"q8_0",
       TensorType::kQ8_0,
       &detail::dot_q8_0_scalar,
@@ -44,6 +55,7 @@ const BlockX8Type kTypes[] = {
       {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q8_0_x8_avx2)},
        {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q8_0_x8_avx512_vnni)}}}},
     {18,
+     WeightLayout::kInterleaved8,
      {"q4_0",
       TensorType::kQ4_0,
       &detail::dot_q4_0_scalar,
@@ -51,6 +63,7 @@ const BlockX8Type kTypes[] = {
       &detail::dot_q4_0_x8_scalar,
       {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q4_0_x8_avx2)}}}},
     {22,
+     WeightLayout::kInterleaved8,
      {"q5_0",
       TensorType::kQ5_0,
       &detail::dot_q5_0_scalar,
@@ -58,6 +71,7 @@ const BlockX8Type kTypes[] = {
       &detail::dot_q5_0_x8_scalar,
       {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q5_0_x8_avx2)}}}},
     {18,
+     WeightLayout::kInterleaved8,
      {"iq4_nl",
       TensorType::kIQ4_NL,
       &detail::dot_iq4_nl_scalar,
@@ -85,7 +99,8 @@ void check_kernels(const BlockX8Type& k, const std::vector<uint8_t>& w, size_t r
                             row_begin, row_end, x);
 }
 
-TEST_CASE("Q8_0/Q4_0/Q5_0/IQ4_NL x8 repack puts every block where the layout says", "[kernels]") {
+TEST_CASE("Q8_0/Q4_0/Q5_0/IQ4_NL x8 and Q8_0 row-quad repacks put every byte where the layout says",
+          "[kernels]") {
   std::mt19937 rng(7);
   for (const BlockX8Type& k : kTypes) {
     for (const size_t rows : {1u, 8u, 13u}) {
@@ -96,11 +111,16 @@ TEST_CASE("Q8_0/Q4_0/Q5_0/IQ4_NL x8 repack puts every block where the layout say
       size_t wrong = 0;
       for (size_t r = 0; r < (rows + 7) / 8 * 8; ++r) {
         for (size_t b = 0; b < blocks; ++b) {
-          const uint8_t* at =
-              g.data() + r / 8 * 8 * row_bytes + b * 8 * k.block_bytes + r % 8 * k.block_bytes;
+          const uint8_t* column = g.data() + r / 8 * 8 * row_bytes + b * 8 * k.block_bytes;
           for (size_t j = 0; j < k.block_bytes; ++j) {
+            // x8: the plain block at row r % 8; row quads: the scale at 2i, quant byte j - 2 (quad
+            // (j - 2) / 4) at 16 + 32 * quad + 4i + (j - 2) % 4.
+            const size_t i = r % 8;
+            const size_t at = k.layout == WeightLayout::kInterleaved8 ? i * k.block_bytes + j
+                              : j < 2                                 ? 2 * i + j
+                                      : 16 + 32 * ((j - 2) / 4) + 4 * i + (j - 2) % 4;
             const uint8_t want = r < rows ? w[r * row_bytes + b * k.block_bytes + j] : 0;
-            wrong += at[j] != want ? 1 : 0;
+            wrong += column[at] != want ? 1 : 0;
           }
         }
       }
@@ -110,8 +130,10 @@ TEST_CASE("Q8_0/Q4_0/Q5_0/IQ4_NL x8 repack puts every block where the layout say
   }
 }
 
-TEST_CASE("Q8_0/Q4_0/Q5_0/IQ4_NL x8 dot products are bit-identical to the plain references",
-          "[kernels]") {
+TEST_CASE(
+    "Q8_0/Q4_0/Q5_0/IQ4_NL x8 and Q8_0 row-quad dot products are bit-identical to the plain "
+    "references",
+    "[kernels]") {
   const size_t kRows[] = {8, 16, 1, 7, 9, 24, 33, 64, 15, 40};
   for (const BlockX8Type& k : kTypes) {
     std::mt19937 rng(31);
@@ -130,7 +152,8 @@ TEST_CASE("Q8_0/Q4_0/Q5_0/IQ4_NL x8 dot products are bit-identical to the plain 
   }
 }
 
-TEST_CASE("Q8_0/Q4_0/Q5_0/IQ4_NL x8 dot products at the integer extremes", "[kernels]") {
+TEST_CASE("Q8_0/Q4_0/Q5_0/IQ4_NL x8 and Q8_0 row-quad dot products at the integer extremes",
+          "[kernels]") {
   for (const BlockX8Type& k : kTypes) {
     std::mt19937 rng(37);
     for (const uint8_t extreme : {uint8_t{0x80}, uint8_t{0xff}}) {
@@ -148,7 +171,7 @@ TEST_CASE("Q8_0/Q4_0/Q5_0/IQ4_NL x8 dot products at the integer extremes", "[ker
   }
 }
 
-TEST_CASE("matmul_rows on interleaved Q8_0/Q4_0/Q5_0/IQ4_NL matrices matches the plain rows",
+TEST_CASE("matmul_rows on x8 and row-quad Q8_0/Q4_0/Q5_0/IQ4_NL matrices matches the plain rows",
           "[kernels]") {
   for (const BlockX8Type& k : kTypes) {
     INFO(k.k.name);
@@ -159,10 +182,11 @@ TEST_CASE("matmul_rows on interleaved Q8_0/Q4_0/Q5_0/IQ4_NL matrices matches the
     auto plain = make_weight_matrix(k.k.type, w, rows, blocks * kBlock);
     REQUIRE(plain.ok());
     std::vector<uint8_t> buffer(interleaved_bytes(*plain));
-    const WeightMatrix inter = interleave_rows8(*plain, buffer);
-    CHECK(inter.layout == WeightLayout::kInterleaved8);
+    const WeightMatrix inter = interleave_rows8(*plain, buffer, k.layout);
+    CHECK(inter.layout == k.layout);
     WeightMatrix both = *plain;
     both.interleaved = inter.data;
+    both.interleaved_layout = k.layout;
     const MatmulVariant saved = active_matmul_variant();
     for (MatmulVariant v : kMatmulVariants) {
       if (!matmul_variant_supported(v)) continue;
@@ -188,6 +212,34 @@ TEST_CASE("matmul_rows on interleaved Q8_0/Q4_0/Q5_0/IQ4_NL matrices matches the
     }
     set_matmul_variant(saved);
   }
+}
+
+TEST_CASE("preferred_weight_layout: Q8_0 row quads on AVX2, its x8 layout on AVX-512 VNNI",
+          "[kernels]") {
+  const MatmulVariant saved = active_matmul_variant();
+  size_t checked = 0;
+  for (MatmulVariant v : kMatmulVariants) {
+    if (!matmul_variant_supported(v)) continue;
+    set_matmul_variant(v);
+    INFO(matmul_variant_name(v));
+    const WeightLayout q8_0 = preferred_weight_layout(TensorType::kQ8_0);
+    const WeightLayout q4_0 = preferred_weight_layout(TensorType::kQ4_0);
+    if (v == MatmulVariant::kScalar) {
+      CHECK(q8_0 == WeightLayout::kRows);
+      CHECK(q4_0 == WeightLayout::kRows);
+    } else if (v == MatmulVariant::kAvx2) {
+      CHECK(q8_0 == WeightLayout::kRowQuads8);
+      CHECK(q4_0 == WeightLayout::kInterleaved8);
+    } else if (v == MatmulVariant::kAvx512Vnni || v == MatmulVariant::kAmx) {
+      CHECK(q8_0 == WeightLayout::kInterleaved8);
+      CHECK(q4_0 == WeightLayout::kRows);
+    }
+    CHECK(interleaved_layout_preferred(TensorType::kQ8_0) == (q8_0 != WeightLayout::kRows));
+    CHECK(preferred_weight_layout(TensorType::kF16) == WeightLayout::kRows);
+    ++checked;
+  }
+  set_matmul_variant(saved);
+  CHECK(checked >= 1);
 }
 
 }  // namespace

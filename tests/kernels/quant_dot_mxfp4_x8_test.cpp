@@ -234,9 +234,9 @@ TEST_CASE("matmul_rows on an interleaved MXFP4 matrix equals the plain rows in e
   REQUIRE(plain.ok());
   const WeightTypeKernels* row = weight_type_kernels(TensorType::kMXFP4);
   REQUIRE(row != nullptr);
-  REQUIRE(row->interleave != nullptr);
+  REQUIRE(row->interleaved_x8.repack != nullptr);
   std::vector<uint8_t> buffer(interleaved_bytes(*plain));
-  const WeightMatrix inter = interleave_rows8(*plain, buffer);
+  const WeightMatrix inter = interleave_rows8(*plain, buffer, WeightLayout::kInterleaved8);
   CHECK(inter.layout == WeightLayout::kInterleaved8);
   CHECK(inter.rows == kRows);
   CHECK(inter.cols == kCols);

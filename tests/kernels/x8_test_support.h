@@ -51,11 +51,11 @@ struct NamedX8Kernel {
 };
 
 // The interleaved kernels to check: the scalar one and each SIMD one this CPU runs, whether or not
-// the weight-type table uses it (it does where interleaved_layout_preferred measured faster).
+// the weight-type table uses it (it does where preferred_weight_layout measured faster).
 inline std::vector<NamedX8Kernel> x8_kernels(const X8Kernels& k) {
   const WeightTypeKernels* row = weight_type_kernels(k.type);
   REQUIRE(row != nullptr);
-  REQUIRE(row->interleave == k.repack);
+  REQUIRE((k.repack == row->interleaved_x8.repack || k.repack == row->row_quads.repack));
   std::vector<NamedX8Kernel> out{{std::string(k.name) + " scalar", k.scalar_x8}};
   for (const auto& [variant, fn] : k.simd_x8) {
     if (fn == nullptr) continue;
