@@ -68,16 +68,24 @@ void repack_q8_0_quads(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t*
   constexpr size_t kBytes = 34;
   const size_t blocks = row_bytes / kBytes;
   const size_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
-  std::memset(groups, 0, n_groups * kGroupRows * row_bytes);  // padding rows: scale 0, quants 0
-  for (size_t r = 0; r < rows; ++r) {
-    uint8_t* group = groups + r / kGroupRows * kGroupRows * row_bytes;
-    const size_t i = r % kGroupRows;
-    for (size_t b = 0; b < blocks; ++b) {
-      const uint8_t* src = w + r * row_bytes + b * kBytes;
-      uint8_t* at = group + b * kQ8_0QuadBlockBytes;
-      std::memcpy(at + 2 * i, src, 2);
-      for (size_t k = 0; k < kBlockElements / 4; ++k) {
-        std::memcpy(at + 2 * kGroupRows + 32 * k + 4 * i, src + 2 + 4 * k, 4);
+  // Block by block, so that each 272-byte block is written in one pass.
+  for (size_t g = 0; g < n_groups; ++g) {
+    uint8_t* at = groups + g * kGroupRows * row_bytes;
+    for (size_t b = 0; b < blocks; ++b, at += kQ8_0QuadBlockBytes) {
+      for (size_t i = 0; i < kGroupRows; ++i) {
+        const size_t r = g * kGroupRows + i;
+        if (r >= rows) {  // padding row: scale 0, quants 0
+          std::memset(at + 2 * i, 0, 2);
+          for (size_t k = 0; k < kBlockElements / 4; ++k) {
+            std::memset(at + 2 * kGroupRows + 32 * k + 4 * i, 0, 4);
+          }
+          continue;
+        }
+        const uint8_t* src = w + r * row_bytes + b * kBytes;
+        std::memcpy(at + 2 * i, src, 2);
+        for (size_t k = 0; k < kBlockElements / 4; ++k) {
+          std::memcpy(at + 2 * kGroupRows + 32 * k + 4 * i, src + 2 + 4 * k, 4);
+        }
       }
     }
   }
