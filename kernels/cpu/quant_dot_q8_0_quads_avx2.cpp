@@ -3,9 +3,8 @@
 // (quant_dot_legacy_scalar.cpp).
 //
 // Built with -mavx2 -mfma -mf16c -ffp-contract=off but linked into binaries that run on any x86-64:
-// everything except the exported function is in the anonymous namespace, and nothing inline or
-// templated is shared with other files, so no AVX2 code can be picked by the linker for a caller on
-// another CPU.
+// everything except the exported function has internal linkage (the included helpers too), so no
+// AVX2 code can be picked by the linker for a caller on another CPU.
 //
 // Technique: rows in the lanes. A group's block holds its 32 quants as 8 quads, each quad's eight
 // rows side by side (32 bytes: row i's elements 4k .. 4k + 3 in 32-bit lane i). A token's quad k is
