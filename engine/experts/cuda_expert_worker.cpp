@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "engine/experts/cpu_expert_worker.h"
+#include "engine/experts/expert_device_bytes.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/cuda_weight_types.h"
 #include "kernels/cuda/expert_ffn.h"
@@ -20,12 +21,7 @@ namespace {
 
 namespace kc = kernels::cuda;
 
-constexpr uint64_t kAlign = 256;
 constexpr uint32_t kNoRow = UINT32_MAX;
-
-uint64_t align_up(uint64_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
 
 std::string mib(uint64_t bytes) {
   return kernels::cuda::bytes_and_mib(bytes);
@@ -245,9 +241,9 @@ Result<ExpertPlan> plan_experts(const model::ModelSpec& spec, const model::Model
             "CUDA expert worker: layer " + std::to_string(l) + " expert " + std::to_string(e) +
             " matrices do not form an FFN of hidden size " + std::to_string(spec.hidden_size));
       }
-      layer_bytes[l] += align_up(h.gate.rows * h.gate.row_bytes) +
-                        align_up(h.up.rows * h.up.row_bytes) +
-                        align_up(h.down.rows * h.down.row_bytes);
+      layer_bytes[l] += expert_device_part_bytes(h.gate.rows * h.gate.row_bytes) +
+                        expert_device_part_bytes(h.up.rows * h.up.row_bytes) +
+                        expert_device_part_bytes(h.down.rows * h.down.row_bytes);
       if (!biases.empty()) {
         const size_t n = spec.n_experts;
         const size_t ffn = spec.expert_ffn_size;
@@ -260,8 +256,8 @@ Result<ExpertPlan> plan_experts(const model::ModelSpec& spec, const model::Model
         h.gate_bias = biases.data() + e * ffn;
         h.up_bias = biases.data() + n * ffn + e * ffn;
         h.down_bias = biases.data() + 2 * n * ffn + e * spec.hidden_size;
-        layer_bytes[l] +=
-            2 * align_up(ffn * sizeof(float)) + align_up(spec.hidden_size * sizeof(float));
+        layer_bytes[l] += 2 * expert_device_part_bytes(ffn * sizeof(float)) +
+                          expert_device_part_bytes(spec.hidden_size * sizeof(float));
       }
       held.push_back(h);
     }
@@ -367,7 +363,7 @@ Result<std::unique_ptr<CudaExpertWorker>> CudaExpertWorker::create(
           cudaMemcpy(dst, sources[i], sizes[i], cudaMemcpyHostToDevice),
           i < 3 ? "copy of expert weights to the device" : "copy of expert biases to the device");
       ptrs[i] = dst;
-      used[h.layer] += align_up(sizes[i]);
+      used[h.layer] += expert_device_part_bytes(sizes[i]);
     }
     TANDEM_CHECK(used[h.layer] <= layer_bytes[h.layer]);
     kc::DeviceExpert& d = layer.experts[h.expert];

@@ -209,6 +209,7 @@ Result<GpuServing> attach_gpu(const EngineOptions& options, const model::Checkpo
   TANDEM_RETURN_IF_ERROR(
       placement::check_gpu_memory(demand, gpu_offer(options, probe), map, sizes));
   spdlog::info("GPU plan on {}: {}", probe.label, placement::format_gpu_demand(demand));
+  serving.planned = demand;
 
   runtime::ModelRunner& runner = scheduler.runner();
   // The probe on the CPU alone first: the reference of the self-check below. Both in the

@@ -60,6 +60,7 @@ Result<placement::GpuMemoryDemand> gpu_fixed_demand(const EngineOptions& options
 // runner keeps raw pointers to the worker).
 struct GpuServing {
   std::unique_ptr<experts::ExpertWorker> experts;  // the GPU expert worker; null without experts
+  placement::GpuMemoryDemand planned;              // what the memory plan counted, by kind
   placement::GpuMemoryDemand allocated;            // what was allocated, by kind
   std::string device_label;
   bool dense_on_gpu = false;

@@ -1,6 +1,8 @@
 // expert_sizes, gpu_reserved_bytes: byte facts the budget policy needs, from a checkpoint.
 #include "engine/placement/expert_sizes.h"
 
+#include "engine/experts/expert_device_bytes.h"
+
 namespace tandem::placement {
 
 Result<ExpertSizes> expert_sizes(const model::Checkpoint& c) {
@@ -16,15 +18,23 @@ Result<ExpertSizes> expert_sizes(const model::Checkpoint& c) {
     s.layers.push_back(static_cast<uint32_t>(i));
     // An expert's rows of the layer's expert-bias tensors, as the floats the CUDA worker holds.
     uint64_t bias_bytes = 0;
+    uint64_t bias_device_bytes = 0;
     for (const model::TensorInfo* t : l.tensors_of(model::RoleUse::kExpertBias)) {
-      if (s.n_experts != 0) bias_bytes += t->n_elements / s.n_experts * sizeof(float);
+      if (s.n_experts == 0) continue;
+      const uint64_t part = t->n_elements / s.n_experts * sizeof(float);
+      bias_bytes += part;
+      bias_device_bytes += experts::expert_device_part_bytes(part);
     }
     for (uint64_t e = 0; e < s.n_experts; ++e) {
       uint64_t bytes = bias_bytes;
+      uint64_t device = bias_device_bytes;
       for (const model::ExpertWeights* w : {&l.experts_gate, &l.experts_up, &l.experts_down}) {
-        if (e < w->n_experts()) bytes += w->expert(e).data.size();
+        if (e >= w->n_experts()) continue;
+        bytes += w->expert(e).data.size();
+        device += experts::expert_device_part_bytes(w->expert(e).data.size());
       }
       s.bytes.push_back(bytes);
+      s.device_bytes.push_back(device);
     }
   }
   return s;

@@ -15,7 +15,8 @@ inline constexpr uint64_t kDefaultGpuScratchBytes = uint64_t{512} << 20;
 
 // Each expert's gate + up + down bytes as stored (the tensors' actual types), plus, in a model
 // with expert biases (GPT-OSS), its gate, up and down bias rows as float (4 bytes a value, as the
-// CUDA expert worker holds them), per MoE layer.
+// CUDA expert worker holds them), per MoE layer; and the same parts as the CUDA expert worker
+// allocates them (device_bytes: each rounded up, experts::expert_device_part_bytes).
 // FAILED_PRECONDITION when the checkpoint is not a runnable model (no bound weights).
 Result<ExpertSizes> expert_sizes(const model::Checkpoint& checkpoint);
 

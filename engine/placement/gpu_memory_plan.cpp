@@ -18,7 +18,7 @@ uint64_t sub_sat(uint64_t a, uint64_t b) {
   return a > b ? a - b : 0;
 }
 
-// The byte size of each GPU expert of `map` (0 outside `sizes`' shape).
+// The device bytes of each GPU expert of `map` (0 outside `sizes`' shape).
 std::vector<uint64_t> gpu_expert_sizes(const DeviceMap& map, const ExpertSizes& sizes) {
   std::vector<uint64_t> out;
   for (const auto& [layer, expert] : map.gpu_experts()) {
@@ -27,7 +27,7 @@ std::vector<uint64_t> gpu_expert_sizes(const DeviceMap& map, const ExpertSizes& 
       out.push_back(0);
       continue;
     }
-    out.push_back(sizes.at(static_cast<size_t>(it - sizes.layers.begin()), expert));
+    out.push_back(sizes.device_at(static_cast<size_t>(it - sizes.layers.begin()), expert));
   }
   return out;
 }

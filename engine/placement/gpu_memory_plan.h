@@ -29,8 +29,8 @@ struct GpuMemoryDemand {
   uint64_t fixed() const;
 };
 
-// Bytes of the GPU experts of `map` (the placement's GPU set), from the checkpoint's sizes
-// (sizes must have map's shape; a (layer, expert) outside it counts 0).
+// Device bytes of the GPU experts of `map` (the placement's GPU set), from the checkpoint's sizes
+// (ExpertSizes::device_bytes; sizes must have map's shape; a (layer, expert) outside it counts 0).
 uint64_t gpu_expert_bytes(const DeviceMap& map, const ExpertSizes& sizes);
 
 // How many of the placed GPU experts fit in `room` bytes, taking them smallest first: with

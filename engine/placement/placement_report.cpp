@@ -42,16 +42,17 @@ PlacementReport make_report(const Placement& p, const ExpertTable* stats,
     l.layer = p.map.layers()[row];
     for (uint64_t e = 0; e < p.map.n_experts(); ++e) {
       const bool gpu = p.map.at_row(row, e) == Device::kGpu;
-      const uint64_t bytes = sizes != nullptr ? sizes->at(row, e) : 0;
       const double v = stats != nullptr ? stats->at(row, e) : 0.0;
       l.activations += v;
       if (gpu) {
+        // What the GPU expert worker allocates for it; on the CPU, the bytes as stored.
+        const uint64_t bytes = sizes != nullptr ? sizes->device_at(row, e) : 0;
         l.gpu_experts.push_back(static_cast<uint32_t>(e));
         l.gpu_bytes += bytes;
         r.gpu_expert_bytes += bytes;
         l.covered += v;
       } else {
-        r.cpu_expert_bytes += bytes;
+        r.cpu_expert_bytes += sizes != nullptr ? sizes->at(row, e) : 0;
       }
     }
     r.n_gpu_experts += l.gpu_experts.size();

@@ -17,7 +17,7 @@ namespace tandem::placement {
 struct LayerPlacement {
   uint32_t layer = 0;                 // model layer index
   std::vector<uint32_t> gpu_experts;  // ascending
-  uint64_t gpu_bytes = 0;             // 0 when sizes are unknown
+  uint64_t gpu_bytes = 0;             // device bytes; 0 when sizes are unknown
   double activations = 0;             // recorded activations of this layer (0 without stats)
   double covered = 0;                 // of which by GPU experts
 };
@@ -33,8 +33,8 @@ struct PlacementReport {
   uint64_t n_total_experts = 0;
   std::vector<LayerPlacement> layers;
   bool has_sizes = false;
-  uint64_t gpu_expert_bytes = 0;
-  uint64_t cpu_expert_bytes = 0;  // experts not on the GPU
+  uint64_t gpu_expert_bytes = 0;  // as the GPU expert worker allocates them (device_bytes)
+  uint64_t cpu_expert_bytes = 0;  // experts not on the GPU, as stored
   uint64_t expert_budget_bytes = 0;
   // Share of recorded activations that GPU experts cover (the expected GPU hit rate); empty
   // without statistics, 0 when the statistics are all zero.

@@ -90,13 +90,14 @@ void plan_budget(const ExpertTable* stats, const ExpertSizes& sizes, uint64_t bu
                  DeviceMap& map) {
   const uint64_t e = map.n_experts();
   const uint64_t total = map.layers().size() * e;
+  // The budget is GPU memory: each expert counts what the GPU expert worker allocates for it.
+  const std::vector<uint64_t>& device = sizes.device_bytes;
   if (stats != nullptr && total > 0 &&
-      std::all_of(sizes.bytes.begin(), sizes.bytes.end(),
-                  [&](uint64_t b) { return b == sizes.bytes[0]; })) {
+      std::all_of(device.begin(), device.end(), [&](uint64_t b) { return b == device[0]; })) {
     // Every expert has the same size (one weight type throughout, the usual case): first fit in
     // frequency order takes exactly the k most frequent, k = budget / size, so a selection
     // (linear) gives the same set as the full sort below.
-    const uint64_t size = sizes.bytes[0];
+    const uint64_t size = device[0];
     plan_frequency(*stats, size == 0 ? total : std::min(total, budget / size), map);
     return;
   }
@@ -117,7 +118,7 @@ void plan_budget(const ExpertTable* stats, const ExpertSizes& sizes, uint64_t bu
   }
   uint64_t left = budget;
   for (uint32_t i : idx) {
-    const uint64_t bytes = sizes.bytes[i];
+    const uint64_t bytes = device[i];
     if (bytes <= left) {
       left -= bytes;
       map.set_row(i / e, i % e, Device::kGpu);
@@ -175,7 +176,8 @@ Result<Placement> plan_placement(const PlanRequest& request, const std::vector<u
   if (sizes != nullptr) {
     TANDEM_RETURN_IF_ERROR(
         check_shape("the expert sizes", layers, n_experts, sizes->layers, sizes->n_experts));
-    if (sizes->bytes.size() != layers.size() * n_experts) {
+    if (sizes->bytes.size() != layers.size() * n_experts ||
+        sizes->device_bytes.size() != sizes->bytes.size()) {
       return invalid_argument_error("the expert sizes table has the wrong number of entries");
     }
   }

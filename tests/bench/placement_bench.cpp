@@ -28,6 +28,7 @@ void run(benchmark::State& state, PlacementPolicy policy) {
   sizes.layers = t.layers;
   sizes.n_experts = kExperts;
   sizes.bytes.assign(t.values.size(), 44u << 20);  // ~44 MiB: one Q8_0 DeepSeek-V3 expert
+  sizes.device_bytes = sizes.bytes;
   PlanRequest req;
   req.policy = policy;
   req.num_gpu_experts = state.range(0);

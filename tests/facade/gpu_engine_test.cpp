@@ -63,6 +63,8 @@ TEST_CASE("[cuda] GPU experts and dense parts on the GPU generate the CPU engine
   CHECK((*gpu)->gpu().dense_on_gpu);
   CHECK((*gpu)->gpu().allocated.n_experts == 32);
   CHECK((*gpu)->gpu().allocated.experts > 0);
+  // The memory plan counts the expert bytes the worker allocates (each part aligned).
+  CHECK((*gpu)->gpu().allocated.experts == (*gpu)->gpu().planned.experts);
   CHECK((*gpu)->gpu().allocated.dense > 0);
   CHECK((*gpu)->gpu().allocated.kv > 0);
   // The CPU computes the dense parts only for the self-check: no interleaved host copies.
@@ -101,6 +103,9 @@ TEST_CASE("[cuda] gpt-oss's dense parts on the GPU: the start-up self-check pass
   REQUIRE(gpu.ok());
   CHECK((*gpu)->gpu().dense_on_gpu);
   CHECK((*gpu)->gpu().allocated.kv > 0);
+  // MXFP4 experts with float biases: the plan counts what the worker allocates for them.
+  CHECK((*gpu)->gpu().allocated.n_experts == 8);
+  CHECK((*gpu)->gpu().allocated.experts == (*gpu)->gpu().planned.experts);
   const auto tokens = greedy_batch(**gpu, 12);
   REQUIRE(tokens.size() == 3);
   for (const auto& t : tokens) CHECK(t.size() == 12);

@@ -23,6 +23,7 @@ ExpertSizes sizes() {
   s.n_experts = 4;
   s.bytes = {10 * kMiB, 10 * kMiB, 10 * kMiB, 10 * kMiB,
              10 * kMiB, 10 * kMiB, 30 * kMiB, 10 * kMiB};
+  s.device_bytes = s.bytes;
   return s;
 }
 

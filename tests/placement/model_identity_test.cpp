@@ -139,9 +139,12 @@ TEST_CASE("expert sizes come from the tensor types (gguf-py's byte counts)", "[p
     CHECK(gpu_reserved_bytes(c, 1000, 24) ==
           ref["bytes_total"].get<uint64_t>() - expert_tensor_bytes + 1024);
   }
-  // Q8_0: 34 bytes per 32 values; an expert is 3 matrices of 32 x 64.
+  // Q8_0: 34 bytes per 32 values; an expert is 3 matrices of 32 x 64, 2176 bytes each, which the
+  // GPU expert worker places 256-byte aligned (2304 bytes each).
   const model::Checkpoint q8 = open(kTinyMoe + "tiny-moe-q8_0.gguf");
   CHECK(expert_sizes(q8)->bytes[0] == 3 * (32 * 64 / 32) * 34);
+  CHECK(expert_sizes(q8)->device_bytes[0] == 3 * 2304);
+  CHECK(expert_sizes(q8)->device_bytes.size() == expert_sizes(q8)->bytes.size());
 }
 
 TEST_CASE("expert sizes of GPT-OSS count each expert's biases as float", "[placement]") {
@@ -160,6 +163,17 @@ TEST_CASE("expert sizes of GPT-OSS count each expert's biases as float", "[place
                                 l.experts_down.expert(e).data.size();
       INFO("layer " << s->layers[row] << " expert " << e);
       CHECK(s->at(row, e) == matrices + (2 * spec.expert_ffn_size + spec.hidden_size) * 4);
+      // On the device every part starts 256-byte aligned.
+      uint64_t device = 0;
+      for (const uint64_t part :
+           {uint64_t{l.experts_gate.expert(e).data.size()},
+            uint64_t{l.experts_up.expert(e).data.size()},
+            uint64_t{l.experts_down.expert(e).data.size()}, uint64_t{spec.expert_ffn_size * 4},
+            uint64_t{spec.expert_ffn_size * 4}, uint64_t{spec.hidden_size * 4}}) {
+        device += (part + 255) / 256 * 256;
+      }
+      CHECK(s->device_at(row, e) == device);
+      CHECK(s->device_at(row, e) > s->at(row, e));
     }
   }
 }

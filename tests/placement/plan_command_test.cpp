@@ -98,9 +98,13 @@ TEST_CASE("plan: budget with a model uses its expert sizes", "[placement]") {
   const std::string path = temp_path("q8_stats.json");
   REQUIRE(placement::save_stats(stats, path).ok());
   const uint64_t per_expert = 3 * 2176;  // Q8_0, three 32 x 64 matrices
+  // On the GPU expert worker each matrix starts 256-byte aligned: 3 * 2304 bytes an expert.
+  const uint64_t per_expert_device = 3 * 2304;
   // Everything but experts, as gguf-py counted it (tests/fixtures/model/tiny_moe_q8_0.json).
   const uint64_t dense = 415128 - 6 * 17408;
-  const uint64_t budget = dense + 1000 + 0 + 3 * per_expert + 100;
+  // Room for four experts as stored but only three as the GPU holds them (4 * 6528 + 100 <
+  // 4 * 6912): the plan counts device bytes.
+  const uint64_t budget = dense + 1000 + 0 + 4 * per_expert + 100;
   Run r = plan({"--stats", path, "--gpu-memory", std::to_string(budget), "--model", kTinyQ8,
                 "--kv-cache", "1000", "--scratch", "0", "--json"});
   REQUIRE(r.rc == 0);
@@ -108,11 +112,11 @@ TEST_CASE("plan: budget with a model uses its expert sizes", "[placement]") {
   const json j = json::parse(r.out);
   CHECK(j["policy"] == "budget");
   CHECK(j["gpu_experts"] == json::parse("[[0, 6], [0, 7], [1, 2]]"));
-  CHECK(j["gpu_expert_bytes"] == 3 * per_expert);
+  CHECK(j["gpu_expert_bytes"] == 3 * per_expert_device);
   CHECK(j["cpu_expert_bytes"] == 13 * per_expert);
   CHECK(j["gpu_reserved_bytes"] == dense + 1000);
   CHECK(j["stats"]["tokens"] == 50);
-  CHECK(j["layers"][0]["gpu_bytes"] == 2 * per_expert);
+  CHECK(j["layers"][0]["gpu_bytes"] == 2 * per_expert_device);
 
   // The same statistics checked against another model are refused.
   Run other = plan({"--stats", path, "--num-gpu-experts", "2", "--model", kTinyF32});

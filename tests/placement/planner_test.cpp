@@ -135,13 +135,41 @@ TEST_CASE("uniform: k / layers each, the remainder to the earliest layers", "[pl
         Pairs{{0, 3}, {1, 0}});
 }
 
+// Sizes per layer, as stored and on the device (the same unless per_layer_device is given).
 ExpertSizes sizes_of(const std::vector<uint32_t>& layers, uint64_t n_experts,
-                     const std::vector<uint64_t>& per_layer) {
+                     const std::vector<uint64_t>& per_layer,
+                     std::vector<uint64_t> per_layer_device = {}) {
+  if (per_layer_device.empty()) per_layer_device = per_layer;
   ExpertSizes s;
   s.layers = layers;
   s.n_experts = n_experts;
   for (uint64_t b : per_layer) s.bytes.insert(s.bytes.end(), n_experts, b);
+  for (uint64_t b : per_layer_device) s.device_bytes.insert(s.device_bytes.end(), n_experts, b);
   return s;
+}
+
+TEST_CASE("budget: the GPU budget counts device bytes, the CPU side stored bytes", "[placement]") {
+  // Stored 100 B an expert, 128 B on the device (the worker's alignment): a 300-byte budget
+  // holds two experts (256 B), not the three that stored sizes would admit.
+  const ExpertTable t = table({{0.1, 0.5, 0.3, 0.8}});
+  const ExpertSizes s = sizes_of({0}, 4, {100}, {128});
+  PlanRequest req;
+  req.policy = PlacementPolicy::kBudget;
+  req.gpu_memory_budget = 300;
+  Result<Placement> p = plan_placement(req, {0}, 4, &t, &s);
+  REQUIRE(p.ok());
+  CHECK(p->map.n_gpu() == 2);
+  CHECK(p->map.at_row(0, 3) == Device::kGpu);
+  CHECK(p->map.at_row(0, 1) == Device::kGpu);
+  const PlacementReport r = make_report(*p, &t, &s);
+  CHECK(r.gpu_expert_bytes == 256);
+  CHECK(r.layers[0].gpu_bytes == 256);
+  CHECK(r.cpu_expert_bytes == 200);
+  // A table whose device sizes are missing is refused, not read past its end.
+  ExpertSizes short_device = s;
+  short_device.device_bytes.pop_back();
+  CHECK(plan_placement(req, {0}, 4, &t, &short_device).status().code() ==
+        StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("budget: most frequent experts that fit, with per-layer expert sizes", "[placement]") {
