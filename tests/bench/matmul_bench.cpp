@@ -3,9 +3,11 @@
 // and float paths (and, for types with one, on the interleaved layout: "<type>_x8_x_<format>").
 // Reports weight GB/s and GFLOP/s (2 * rows * cols * tokens per call); the matrix stays in cache,
 // so this times the kernels, not DRAM. Compare variants within one run. BM_MatmulStream is the
-// same for one, two and eight tokens on a 256 MiB matrix (2048 columns) that streams from memory,
-// beside BM_ReadStream, a plain read of as many bytes: how close each kernel comes to what one
-// thread can read (with eight tokens, whether the kernel still keeps up with memory).
+// same for one to four and eight tokens on a 256 MiB matrix (2048 columns) that streams from
+// memory, with one thread and with two (each its own matrix; the counters are their sum over wall
+// time), beside BM_ReadStream, a plain read of as many bytes per thread: how close each kernel
+// comes to what the threads can read (with more tokens, whether the kernel still keeps up with
+// memory). Decode and few-token expert tiles stream this way, one matrix per thread.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -120,14 +122,17 @@ void run(benchmark::State& state, MatmulVariant variant, Case c, bool stream) {
   std::vector<float> x(n_tokens * kCols);
   for (float& f : x) f = normal(rng);
   std::vector<float> y(n_tokens * rows);
+  // The variant is process-wide: with two threads the first sets and restores it (every thread
+  // enters and leaves the timed loop together).
+  const bool first = state.thread_index() == 0;
   const MatmulVariant saved = active_matmul_variant();
-  set_matmul_variant(variant);
+  if (first) set_matmul_variant(variant);
   for (auto _ : state) {
     matmul(*w, x, n_tokens, y, c.mode);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  set_matmul_variant(saved);
+  if (first) set_matmul_variant(saved);
   const double weight_bytes = static_cast<double>(bytes.size());
   state.counters["weight_GB/s"] = benchmark::Counter(
       weight_bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
@@ -199,12 +204,21 @@ void register_all() {
             ->ArgName("tokens")
             ->Arg(1)
             ->Arg(2)
+            ->Arg(3)
+            ->Arg(4)
             ->Arg(8)
+            ->Threads(1)
+            ->Threads(2)
+            ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
     }
   }
-  benchmark::RegisterBenchmark("BM_ReadStream", read_stream)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_ReadStream", read_stream)
+      ->Threads(1)
+      ->Threads(2)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace
