@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/model_session.h"
 #include "engine/experts/moe_layer_timings.h"
+#include "engine/runtime/pass_timings.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_dispatch.h"
 
@@ -38,9 +39,10 @@ void print_bench_usage(std::FILE* out) {
       "--repeat N: one untimed warm-up (the prompt, then one decode step) and N timed\n"
       "runs, each on a fresh cache; prints the mean and standard deviation of each rate,\n"
       "as llama-bench does with -r N (default 1: one timed run, no warm-up).\n"
-      "--profile: per MoE layer, tokens, pairs and ms of each worker's share, the\n"
-      "joined ms and overlap = (ms0 + ms1 - joined) / min(ms0, ms1), for the prefill\n"
-      "and for the decode steps.\n"
+      "--profile: where a pass's time goes (attention, router, experts, head, ...: ms\n"
+      "per pass and share), and per MoE layer, tokens, pairs and ms of each worker's\n"
+      "share, the joined ms and overlap = (ms0 + ms1 - joined) / min(ms0, ms1), for\n"
+      "the prefill and for the decode steps.\n"
       "With --concurrency N[,N...]: N sequences decoding together through the scheduler\n"
       "(tandem bench --concurrency 1 --help for its flags).\n");
 }
@@ -141,6 +143,8 @@ int run_bench(std::span<char*> args) {
   }
   experts::MoeLayerTimings prefill_timings;
   experts::MoeLayerTimings decode_timings;
+  runtime::PassTimings prefill_parts;
+  runtime::PassTimings decode_parts;
   const size_t need = static_cast<size_t>(prompt_tokens) + static_cast<size_t>(gen_tokens);
   if (need > runner.context_length()) {
     std::fprintf(stderr, "tandem bench: %zu tokens exceed the context limit %zu\n", need,
@@ -165,12 +169,18 @@ int run_bench(std::span<char*> args) {
                             (*session)->engine->sequence_cache(need));
     runtime::ForwardOutput out;
     runtime::SequenceInput seq{cache.get(), ids, 0, runtime::LogitsWanted::kLast};
-    if (record) runner.set_moe_timings(&prefill_timings);
+    if (record) {
+      runner.set_moe_timings(&prefill_timings);
+      runner.set_pass_timings(&prefill_parts);
+    }
     const auto t0 = Clock::now();
     TANDEM_RETURN_IF_ERROR(runner.forward({&seq, 1}, out));
     Timing t;
     t.prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (record) runner.set_moe_timings(&decode_timings);
+    if (record) {
+      runner.set_moe_timings(&decode_timings);
+      runner.set_pass_timings(&decode_parts);
+    }
     const auto t1 = Clock::now();
     std::vector<int32_t> one(1);
     for (int i = 0; i < steps; ++i) {
@@ -181,6 +191,7 @@ int run_bench(std::span<char*> args) {
     }
     t.decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
     runner.set_moe_timings(nullptr);
+    runner.set_pass_timings(nullptr);
     return t;
   };
   if (repeat > 1) {
@@ -255,6 +266,14 @@ int run_bench(std::span<char*> args) {
   }
   if (profile) {
     const char* second = gpu.experts != nullptr ? "gpu" : "cpu2";
+    const char* dense_note =
+        gpu.dense_on_gpu ? " (dense parts on the GPU: host-side times, see pass_timings.h)" : "";
+    std::printf("\nPass parts, prefill (%d tokens in one pass)%s:\n%s", prompt_tokens, dense_note,
+                runtime::format_pass_timings(prefill_parts).c_str());
+    if (gen_tokens > 0) {
+      std::printf("\nPass parts, decode (%d steps of 1 token)%s:\n%s", gen_tokens, dense_note,
+                  runtime::format_pass_timings(decode_parts).c_str());
+    }
     std::printf("\nMoE layers, prefill (%d tokens in one pass):\n%s", prompt_tokens,
                 experts::format_moe_timings(prefill_timings, "cpu", second).c_str());
     if (gen_tokens > 0) {

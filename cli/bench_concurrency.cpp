@@ -40,23 +40,26 @@ struct Options {
   int threads = 0;
   kernels::KvType kv_cache_type = kernels::kDefaultKvCacheType;
   bool json = false;
+  bool profile = false;
 };
 
 void print_usage(std::ostream& out) {
   out << "usage: tandem bench --model M --concurrency N[,N...] [--prompt-tokens N] "
          "[--gen-tokens N]\n"
-         "                    [--threads T] [--kv-cache-type f32|f16] [--json]\n"
+         "                    [--threads T] [--kv-cache-type f32|f16] [--json] [--profile]\n"
          "Runs N greedy requests together through the engine scheduler (synthetic prompts of\n"
          "--prompt-tokens each, default 32; --gen-tokens each, default 32, at least 2) and prints\n"
          "the aggregate and per-sequence decode tokens per second for each N, with the ratio to\n"
-         "the first N of the list.\n";
+         "the first N of the list.\n"
+         "--profile: for each N, where the first pass's time went and where the decode\n"
+         "passes' went (attention, router, experts, head, ...: ms per pass and share).\n";
 }
 
 Result<Options> parse_options(std::span<const std::string> args, bool& help) {
   static constexpr std::string_view kWithValue[] = {"--model",         "--concurrency",
                                                     "--prompt-tokens", "--gen-tokens",
                                                     "--threads",       "--kv-cache-type"};
-  static constexpr std::string_view kSwitches[] = {"--json"};
+  static constexpr std::string_view kSwitches[] = {"--json", "--profile"};
   TANDEM_ASSIGN_OR_RETURN(ParsedFlags parsed, parse_flags(args, kWithValue, kSwitches));
   help = parsed.help;
   Options o;
@@ -67,6 +70,8 @@ Result<Options> parse_options(std::span<const std::string> args, bool& help) {
       TANDEM_ASSIGN_OR_RETURN(o.concurrency, parse_concurrency_list(f.value));
     } else if (f.name == "--json") {
       o.json = true;
+    } else if (f.name == "--profile") {
+      o.profile = true;
     } else if (f.name == "--kv-cache-type") {
       TANDEM_ASSIGN_OR_RETURN(o.kv_cache_type, parse_kv_cache_type(f.value));
     } else {
@@ -118,15 +123,24 @@ Result<ConcurrencyRow> run_level(const Options& o, int n, bool& model_error) {
   std::vector<double> step_end_cpu;
   step_end.reserve(static_cast<size_t>(o.gen_tokens) + 16);
   step_end_cpu.reserve(static_cast<size_t>(o.gen_tokens) + 16);
-  options.after_step = [&step_end, &step_end_cpu](int64_t) {
+  ConcurrencyRow row;
+  // --profile: the runner, set before start(); after the first pass its timings go to the decode
+  // parts (on the scheduler thread, between passes).
+  runtime::ModelRunner* profiled = nullptr;
+  options.after_step = [&step_end, &step_end_cpu, &profiled, &row](int64_t) {
     step_end.push_back(Clock::now());
     step_end_cpu.push_back(process_cpu_seconds());
+    if (profiled != nullptr && step_end.size() == 1) profiled->set_pass_timings(&row.decode_parts);
   };
   Result<std::unique_ptr<engine::Engine>> built = engine::Engine::create(std::move(options));
   model_error = !built.ok();
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> scheduler, std::move(built));
   const size_t threads = scheduler->runner().pool().n_threads();
   const size_t vocab = scheduler->runner().n_vocab();
+  if (o.profile) {
+    profiled = &scheduler->runner();
+    profiled->set_pass_timings(&row.prefill_parts);
+  }
 
   std::vector<runtime::RequestHandle> handles;
   for (int s = 0; s < n; ++s) {
@@ -143,7 +157,6 @@ Result<ConcurrencyRow> run_level(const Options& o, int n, bool& model_error) {
 
   const Clock::time_point start = Clock::now();
   TANDEM_RETURN_IF_ERROR(scheduler->start());
-  ConcurrencyRow row;
   row.concurrency = n;
   row.threads = threads;
   Status failure;
@@ -163,6 +176,7 @@ Result<ConcurrencyRow> run_level(const Options& o, int n, bool& model_error) {
     }
   }
   scheduler->stop(runtime::StopMode::kDrain);
+  if (profiled != nullptr) profiled->set_pass_timings(nullptr);
   TANDEM_RETURN_IF_ERROR(failure);
   row.steps = scheduler->scheduler().steps();
   if (step_end.empty()) return internal_error("the scheduler ran no forward pass");
@@ -203,6 +217,25 @@ void print_table(const Options& o, size_t threads, const std::vector<Concurrency
   out << "ratio: aggregate decode tokens/s relative to concurrency " << rows.front().concurrency
       << "; cpu_ratio: the same per CPU-second of the process (less sensitive to a shared "
          "machine)\n";
+  if (!o.profile) return;
+  for (const ConcurrencyRow& r : rows) {
+    out << "\nconcurrency " << r.concurrency << ", pass parts, first pass:\n"
+        << runtime::format_pass_timings(r.prefill_parts) << "concurrency " << r.concurrency
+        << ", pass parts, decode passes:\n"
+        << runtime::format_pass_timings(r.decode_parts);
+  }
+}
+
+// {part name: ms per pass} of the parts that took time.
+nlohmann::json pass_parts_json(const runtime::PassTimings& t) {
+  nlohmann::json j = nlohmann::json::object();
+  if (t.passes == 0) return j;
+  for (size_t i = 0; i < runtime::kPassParts; ++i) {
+    if (!(t.seconds[i] > 0.0)) continue;
+    j[std::string(runtime::pass_part_name(static_cast<runtime::PassPart>(i)))] =
+        t.seconds[i] * 1e3 / static_cast<double>(t.passes);
+  }
+  return j;
 }
 
 void print_json(const Options& o, size_t threads, const std::vector<ConcurrencyRow>& rows,
@@ -229,6 +262,11 @@ void print_json(const Options& o, size_t threads, const std::vector<ConcurrencyR
         {"decode_tokens_per_cpu_s", r.decode_tokens_per_cpu_s},
         {"single_prefill_step", r.single_prefill_step},
     });
+    if (o.profile) {
+      j["rows"].back()["pass_ms"] = {{"first_pass", pass_parts_json(r.prefill_parts)},
+                                     {"decode_passes", pass_parts_json(r.decode_parts)},
+                                     {"decode_pass_count", r.decode_parts.passes}};
+    }
   }
   out << j.dump(2) << "\n";
 }

@@ -12,6 +12,7 @@
 
 #include "base/result.h"
 #include "base/status.h"
+#include "engine/runtime/pass_timings.h"
 
 namespace tandem::runtime {
 class ModelRunner;
@@ -38,6 +39,9 @@ struct ConcurrencyRow {
   double decode_cpu_s = 0;
   double decode_tokens_per_cpu_s = 0;
   bool single_prefill_step = false;  // the first pass held every prompt (steps == gen tokens)
+  // With --profile: the parts of the first pass, and of every later one.
+  runtime::PassTimings prefill_parts;
+  runtime::PassTimings decode_parts;
 };
 
 // "1,4,16" (or "1 4 16") -> {1, 4, 16}. INVALID_ARGUMENT for anything else, zero, or more than
@@ -46,12 +50,13 @@ Result<std::vector<int>> parse_concurrency_list(const std::string& text);
 
 // Runs `tandem bench` in concurrency mode with `args` (the arguments after "bench", which must
 // include --concurrency): --model M --concurrency LIST [--prompt-tokens N (default 32)]
-// [--gen-tokens N (default 32, >= 2)] [--threads T] [--json]. For each N: a fresh engine
-// (session_engine_options, context and KV pool sized for N sequences); N greedy requests
+// [--gen-tokens N (default 32, >= 2)] [--threads T] [--json] [--profile]. For each N: a fresh
+// engine (session_engine_options, context and KV pool sized for N sequences); N greedy requests
 // (distinct synthetic prompts, ignore_eos, max_tokens = gen tokens) submitted before the loop
-// starts; figures from the scheduler's per-step timestamps. Prints a table (or one JSON object
-// with --json) to `out`, diagnostics to `err`. Returns 0, 2 for usage / model errors, 1 when a
-// request fails. Main thread only.
+// starts; figures from the scheduler's per-step timestamps; with --profile, the time of each part
+// of the passes (runtime::PassTimings), first pass and the rest apart. Prints a table (or one JSON
+// object with --json) to `out`, diagnostics to `err`. Returns 0, 2 for usage / model errors, 1 when
+// a request fails. Main thread only.
 int bench_concurrency_main(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
 }  // namespace tandem::cli

@@ -412,25 +412,35 @@ Status ModelRunner::run_layers(DenseExecutor& e, std::span<const SequenceInput> 
   const size_t n = n_tokens_;
   const size_t hidden = spec_.hidden_size;
   const size_t n_experts = spec_.n_experts;
+  PassClock clock(pass_timings_);
   TANDEM_RETURN_IF_ERROR(e.begin(dense_batch(batch, e.mirrored_pool() != nullptr)));
+  clock.mark(PassPart::kSetup);
   for (size_t l = 0; l < spec_.n_layers; ++l) {
     TANDEM_RETURN_IF_ERROR(e.attention(l));
+    clock.mark(PassPart::kAttention);
     if (!weights_.layers[l].moe) {
       TANDEM_RETURN_IF_ERROR(e.dense_ffn(l));
+      clock.mark(PassPart::kDenseFfn);
       continue;
     }
     h_.resize(n * hidden);
     router_.resize(n * n_experts);
     moe_sum_.resize(n * hidden);
     TANDEM_RETURN_IF_ERROR(e.moe_input(l, h_, router_));
+    clock.mark(PassPart::kMoeInput);
     experts::route(router_, n, n_experts, spec_.n_experts_used, router_recipe(spec_), routing_,
                    weights_.layers[l].vector(R::kRouterSelectionBias));
     if (record) out.routing[l] = routing_;
+    clock.mark(PassPart::kRouting);
     TANDEM_RETURN_IF_ERROR(moe_->run(l, n_experts, h_, n, hidden, routing_, expert_map_, moe_sum_));
+    clock.mark(PassPart::kExperts);
     TANDEM_RETURN_IF_ERROR(e.moe_output(l, moe_sum_));
+    clock.mark(PassPart::kMoeOutput);
   }
   plan_logits(batch, out);
   TANDEM_RETURN_IF_ERROR(e.logits(logit_rows_, out.logits));
+  clock.mark(PassPart::kHead);
+  clock.finish(n);
   for (const SequenceInput& seq : batch) seq.cache->set_length(seq.start_pos + seq.tokens.size());
   return Status();
 }

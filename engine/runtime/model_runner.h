@@ -16,6 +16,7 @@
 #include "engine/runtime/cpu_dense_executor.h"
 #include "engine/runtime/dense_executor.h"
 #include "engine/runtime/kv_cache.h"
+#include "engine/runtime/pass_timings.h"
 #include "engine/runtime/prepared_weights.h"
 #include "engine/runtime/windowed_kv_cache.h"
 #include "kernels/cpu/rope.h"
@@ -125,6 +126,10 @@ class ModelRunner {
   // experts::MoeLayerTimings; non-owning, must outlive its use); null (the default) stops
   // measuring. Kept across set_expert_workers. Same thread as forward().
   void set_moe_timings(experts::MoeLayerTimings* timings);
+  // The time of each part of every forward pass's layer loop from now on is added to *timings
+  // (PassTimings; non-owning, must outlive its use); null (the default) stops measuring. Same
+  // thread as forward(), or before the thread that calls forward() starts.
+  void set_pass_timings(PassTimings* timings) { pass_timings_ = timings; }
 
   // Runs the dense parts of every later forward pass on the device executor `executor` (one with a
   // mirrored pool; null: back to the CPU executor, whose KV then no longer matches what the
@@ -169,6 +174,7 @@ class ModelRunner {
   std::unique_ptr<experts::MoeLayer> moe_;
   experts::ExpertMap expert_map_;
   experts::MoeLayerTimings* moe_timings_ = nullptr;
+  PassTimings* pass_timings_ = nullptr;
   // The dense parts on the CPU (after pool_ and weights_, which it uses).
   std::unique_ptr<CpuDenseExecutor> cpu_dense_;
 

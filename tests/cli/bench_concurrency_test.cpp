@@ -99,6 +99,32 @@ TEST_CASE("bench --concurrency --json reports the same figures as JSON", "[cli][
   }
 }
 
+TEST_CASE("bench --concurrency --profile splits the first pass from the decode passes",
+          "[cli][bench]") {
+  const Run r = bench({"--model", kModel, "--concurrency", "2", "--prompt-tokens", "4",
+                       "--gen-tokens", "4", "--threads", "1", "--json", "--profile"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& row = j.at("rows").at(0);
+  const auto& parts = row.at("pass_ms");
+  CHECK(parts.at("decode_pass_count") == 3);  // 4 tokens: one from the prefill, 3 decode passes
+  for (const char* pass : {"first_pass", "decode_passes"}) {
+    INFO(pass);
+    const auto& ms = parts.at(pass);
+    for (const char* part : {"attention", "experts", "head"}) {
+      INFO(part);
+      CHECK(ms.at(part).get<double>() > 0.0);
+    }
+    CHECK_FALSE(ms.contains("dense ffn"));  // tiny-moe has no dense layer
+  }
+  const Run text = bench({"--model", kModel, "--concurrency", "1", "--prompt-tokens", "4",
+                          "--gen-tokens", "3", "--threads", "1", "--profile"});
+  REQUIRE(text.rc == 0);
+  CHECK(text.out.find("concurrency 1, pass parts, first pass:") != std::string::npos);
+  CHECK(text.out.find("(passes: 2, tokens a pass: 1.0)") != std::string::npos);
+}
+
 TEST_CASE("bench --concurrency rejects bad input with usage errors", "[cli][bench]") {
   for (const std::string list : {"0", "1,x", "", "4,,-1", "2000", "1.5"}) {
     const Run r = bench({"--model", kModel, "--concurrency", list});
