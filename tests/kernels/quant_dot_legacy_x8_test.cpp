@@ -149,6 +149,18 @@ TEST_CASE(
       if (rows > 2) check_kernels(k, w, rows, blocks, 1, rows - 1, view_of(a));
       if (rows > 12) check_kernels(k, w, rows, blocks, 11, rows, view_of(a));
     }
+    // Calls of many tokens, as a prefill's: many whole tiles of 4 tokens and a partial last one.
+    for (const size_t n_tokens : {size_t{32}, size_t{37}, size_t{70}}) {
+      const size_t rows = n_tokens == 37 ? 17 : 40;
+      const size_t blocks = n_tokens == 70 ? 3 : 9;
+      INFO(n_tokens << " tokens, " << rows << " rows, " << blocks << " blocks");
+      const std::vector<uint8_t> w = random_blocks(k, rows, blocks, 0, rng);
+      const QuantizedActivations a =
+          testing::random_activations(ActivationFormat::kQ8_0, n_tokens, blocks * kBlock, rng);
+      check_kernels(k, w, rows, blocks, 0, rows, view_of(a));
+      check_kernels(k, w, rows, blocks, 1, rows - 1, view_of(a));
+      check_kernels(k, w, rows, blocks, 11, rows, view_of(a));
+    }
   }
 }
 
