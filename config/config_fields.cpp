@@ -210,9 +210,11 @@ const FieldDescriptor kFields[] = {
      .doc = "At start, copy the CPU's weights whose type the CPU kernels compute faster in an "
             "8-row interleaved layout into that layout (MXFP4, Q8_0, Q4_K, Q5_K and Q6_K experts "
             "and dense matrices on AVX2 and AVX-512, plus Q4_0, Q5_0 and IQ4_NL on AVX2; AMX "
-            "keeps Q5_K and Q6_K rows): the same results, faster, but those weights "
-            "take memory twice until the page cache lets the mapped file go, and start-up copies "
-            "them. Dense matrices are not copied when the dense parts run on the GPU "
+            "keeps Q5_K and Q6_K rows): the same results, faster. Start-up copies them, then "
+            "unmaps the file's pages of what it copied, so resident memory holds those weights "
+            "once (the pages stay in the page cache, which the system may reclaim); with "
+            "model.load_mode read they stay twice. Dense matrices are not copied when the dense "
+            "parts run on the GPU "
             "(runtime.dense_device). false = compute from the checkpoint's mapping only.",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::repack_weights>},
     {.section = "runtime", .name = "numa",

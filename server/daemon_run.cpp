@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/byte_text.h"
+#include "base/process_memory.h"
 #include "engine/placement/model_identity.h"
 #include "engine/placement/planner.h"
 #include "server/embedded_default.h"
@@ -52,6 +54,9 @@ void update_gauges(const engine::Engine& engine, const MoeActivity& activity,
                                                       static_cast<double>(load.kv_total_blocks)
                                                 : 0.0);
   seen.experts.update(activity, metrics);
+  if (const Result<ProcessMemory> memory = read_process_memory(); memory.ok()) {
+    metrics.set_resident_memory(*memory);
+  }
 }
 
 // Stops admission, lets in-flight requests finish for up to `grace`, then ends the rest.
@@ -178,6 +183,12 @@ int run_daemon(config::Config config, const std::string& executable_path) {
   const ServedModelInfo& info = context.model;
   spdlog::info("serving model '{}' ({} tokens of context) on {}:{}", info.served_model_name,
                info.context_length, config.server.host, (*server)->port());
+  if (const Result<ProcessMemory> memory = read_process_memory(); memory.ok()) {
+    (*metrics)->set_resident_memory(*memory);
+    spdlog::info("memory: {} resident ({} own, {} of mapped file pages)",
+                 format_bytes(memory->resident_bytes), format_bytes(memory->anonymous_bytes),
+                 format_bytes(memory->file_bytes));
+  }
   if (!info.tokenizer_path.empty()) {
     spdlog::info(
         "OpenAI gateway: smg launch --host 127.0.0.1 --port 30000 --worker-urls grpc://{}:{} "

@@ -183,6 +183,18 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   for (size_t i = 0; i < kGpuMemoryParts.size(); ++i) {
     gpu_memory_[i] = &gpu_memory.Add({{"part", std::string(kGpuMemoryParts[i])}});
   }
+  resident_ = &prometheus::BuildGauge()
+                   .Name("process_resident_memory_bytes")
+                   .Help("Resident memory of the process in bytes.")
+                   .Register(r)
+                   .Add({});
+  auto& resident_kind =
+      prometheus::BuildGauge()
+          .Name("tandem_resident_memory_bytes")
+          .Help("Resident memory by kind: anonymous (own memory) and file (mapped checkpoint).")
+          .Register(r);
+  resident_anonymous_ = &resident_kind.Add({{"kind", "anonymous"}});
+  resident_file_ = &resident_kind.Add({{"kind", "file"}});
   serving_ = &prometheus::BuildGauge()
                   .Name("tandem_serving")
                   .Help("1 while the server accepts requests, 0 while starting or draining.")
@@ -315,6 +327,12 @@ void ServerMetrics::set_gpu_hit_rate(double fraction) {
 
 void ServerMetrics::set_serving(bool serving) {
   serving_->Set(serving ? 1.0 : 0.0);
+}
+
+void ServerMetrics::set_resident_memory(const ProcessMemory& memory) {
+  resident_->Set(static_cast<double>(memory.resident_bytes));
+  resident_anonymous_->Set(static_cast<double>(memory.anonymous_bytes));
+  resident_file_->Set(static_cast<double>(memory.file_bytes));
 }
 
 }  // namespace tandem::server

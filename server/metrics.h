@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/process_memory.h"
 #include "base/result.h"
 
 namespace prometheus {
@@ -94,6 +95,10 @@ class ServerMetrics {
   // tandem_serving: 1 while the server accepts requests, 0 before start-up ends and while it
   // drains.
   void set_serving(bool serving);
+  // process_resident_memory_bytes (the Prometheus name) and tandem_resident_memory_bytes{kind}:
+  // kind "anonymous" (the process's own memory: repacked weights, KV cache, heap) and "file"
+  // (mapped checkpoint pages).
+  void set_resident_memory(const ProcessMemory& memory);
 
  private:
   ServerMetrics();
@@ -121,6 +126,9 @@ class ServerMetrics {
   prometheus::Gauge* gpu_hit_ratio_ = nullptr;
   std::array<prometheus::Gauge*, kGpuMemoryParts.size()> gpu_memory_{};
   prometheus::Gauge* serving_ = nullptr;
+  prometheus::Gauge* resident_ = nullptr;
+  prometheus::Gauge* resident_anonymous_ = nullptr;
+  prometheus::Gauge* resident_file_ = nullptr;
 
   std::unique_ptr<CivetCallbacks> callbacks_;
   // Declared last so that it is destroyed first: no scrape runs while the metrics go away.

@@ -3,9 +3,6 @@
 // block) — with each token's input quantized once per layer, and the interleaved expert copies.
 #include "engine/experts/cpu_expert_worker.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/check.h"
+#include "engine/model/mapped_file.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/vector_ops.h"
 
@@ -183,17 +181,10 @@ Status CpuExpertWorker::interleave_layer(size_t layer, const NumaTopology* numa)
         w, std::span<uint8_t>(base + offsets[i], kernels::interleaved_bytes(w)),
         kernels::preferred_weight_layout(w.type));
   });
-  // The plain bytes are no longer read here: marked cold (a hint that keeps their contents, right
-  // for any memory), so that reclaim takes them first — under memory pressure the copies of the
-  // later layers then evict these pages rather than the ones still to be copied.
-#ifdef MADV_COLD
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  for (const std::span<const uint8_t> src : sources) {
-    const uintptr_t begin = (reinterpret_cast<uintptr_t>(src.data()) + page - 1) / page * page;
-    const uintptr_t end = (reinterpret_cast<uintptr_t>(src.data()) + src.size()) / page * page;
-    if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_COLD);
-  }
-#endif
+  // The plain bytes are no longer read here: where they are the file's mapped pages they leave the
+  // process's resident memory (which would otherwise hold the experts twice), else they are marked
+  // cold, so that reclaim takes them first (mapped_file.h).
+  for (const std::span<const uint8_t> src : sources) model::release_copied_bytes(src);
   interleaved_[layer] = std::move(buffer);
   interleaved_bytes_ += size;
   return Status();

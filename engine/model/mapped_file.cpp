@@ -187,4 +187,19 @@ Status MappedFile::load_into_memory() const {
   return Status();
 }
 
+void release_copied_bytes(std::span<const uint8_t> bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(bytes.data()) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size()) / page * page;
+  if (bytes.empty() || begin >= end) return;
+  void* first = reinterpret_cast<void*>(begin);
+  if (in_guarded_mapping(bytes.data(), bytes.size())) {
+    ::madvise(first, end - begin, MADV_DONTNEED);
+    return;
+  }
+#ifdef MADV_COLD
+  ::madvise(first, end - begin, MADV_COLD);
+#endif
+}
+
 }  // namespace tandem::model

@@ -63,4 +63,14 @@ class MappedFile {
   mutable int guard_slot_ = -1;  // mapping_fault_guard slot while mapped from the file
 };
 
+// For bytes the caller has copied and will not read again soon (weights repacked into their own
+// buffer): their whole pages leave this process's resident memory where that loses nothing. Bytes
+// still mapped from a MappedFile's file (not load_into_memory'd): the pages are unmapped from the
+// process and stay in the page cache; a later read maps them again, from there or from the file,
+// with the same bytes (madvise MADV_DONTNEED: on a private file mapping never written it drops
+// only the mapping). Any other memory (a file read into memory, a heap buffer) keeps its contents
+// and is only marked cold, so that reclaim takes it first. Partial pages at either end are left
+// alone. Any thread; call only while no other thread frees the memory.
+void release_copied_bytes(std::span<const uint8_t> bytes);
+
 }  // namespace tandem::model

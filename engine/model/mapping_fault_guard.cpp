@@ -89,4 +89,16 @@ bool mapping_faulted(int slot) {
   return g_ranges[slot].faulted.load(std::memory_order_acquire);
 }
 
+bool in_guarded_mapping(const void* data, size_t size) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  if (begin == 0 || size == 0) return false;
+  for (const Range& r : g_ranges) {
+    const uintptr_t b = r.begin.load(std::memory_order_acquire);
+    if (b == 0 || begin < b) continue;
+    const uintptr_t e = r.end.load(std::memory_order_acquire);
+    if (begin < e && size <= e - begin) return !r.faulted.load(std::memory_order_acquire);
+  }
+  return false;
+}
+
 }  // namespace tandem::model

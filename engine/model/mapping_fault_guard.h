@@ -17,5 +17,8 @@ int guard_mapping(const void* data, size_t size);
 void unguard_mapping(int slot);
 // Whether a SIGBUS hit the slot's range since guard_mapping. Any thread; slot -1 gives false.
 bool mapping_faulted(int slot);
+// Whether [data, data + size) lies inside one guarded range that has not faulted: bytes still
+// mapped from their file (MappedFile guards exactly those). Any thread.
+bool in_guarded_mapping(const void* data, size_t size);
 
 }  // namespace tandem::model

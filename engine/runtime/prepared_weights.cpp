@@ -2,6 +2,7 @@
 #include "engine/runtime/prepared_weights.h"
 
 #include "engine/experts/cpu_expert_worker.h"
+#include "engine/model/mapped_file.h"
 
 namespace tandem::runtime {
 namespace {
@@ -116,6 +117,11 @@ size_t interleave_dense_matrices(PreparedWeights& w, kernels::MatmulActivations 
     m.interleaved = kernels::interleave_rows8(m, buffer, layout).data;
     m.interleaved_layout = layout;
     copied += buffer.size();
+    // The rows are read only where the variant lacks the copy's kernel: out of resident memory
+    // until then (mapped_file.h). Not a tied head's rows: token lookups read the embedding.
+    if (m.data != w.token_embedding.data) {
+      model::release_copied_bytes({m.data, m.rows * m.row_bytes});
+    }
   };
   for (PreparedLayer& L : w.layers) {
     for (const model::LayerRole& r : model::layer_roles()) {

@@ -191,6 +191,8 @@ void register_all() {
           ->Arg(2)
           ->Arg(3)
           ->Arg(4)
+          ->Arg(8)
+          ->Arg(12)
           ->Arg(16)
           ->Arg(24)
           ->Arg(40)

@@ -114,6 +114,9 @@ TEST_CASE("a new ServerMetrics exposes every metric at its starting value", "[se
                              "tandem_gpu_expert_hit_ratio",
                              "tandem_gpu_memory_bytes{part=\"experts\"}",
                              "tandem_gpu_memory_bytes{part=\"kv_cache\"}",
+                             "process_resident_memory_bytes",
+                             "tandem_resident_memory_bytes{kind=\"anonymous\"}",
+                             "tandem_resident_memory_bytes{kind=\"file\"}",
                              "tandem_serving"}) {
     INFO(series);
     CHECK(sample(text, series) == 0);
@@ -158,6 +161,8 @@ TEST_CASE("every update shows in the text", "[server][metrics]") {
   metrics->set_gpu_hit_rate(0.75);
   metrics->set_gpu_memory({3ull << 30, 64ull << 20, 512ull << 20, 1ull << 30, 0});
   metrics->set_serving(true);
+  metrics->set_resident_memory(
+      {.resident_bytes = 3ull << 30, .anonymous_bytes = 2ull << 30, .file_bytes = 1ull << 30});
 
   const std::string text = metrics->text();
   CHECK(sample(text, "tandem_requests_total{outcome=\"stop\"}") == 2);
@@ -205,6 +210,9 @@ TEST_CASE("every update shows in the text", "[server][metrics]") {
   CHECK(sample(text, "tandem_expert_seconds_total{device=\"gpu\"}") == 0.25);
   CHECK(sample(text, "tandem_gpu_expert_hit_ratio") == 0.75);
   CHECK(sample(text, "tandem_serving") == 1);
+  CHECK(sample(text, "process_resident_memory_bytes") == 3.0 * (1 << 30));
+  CHECK(sample(text, "tandem_resident_memory_bytes{kind=\"anonymous\"}") == 2.0 * (1 << 30));
+  CHECK(sample(text, "tandem_resident_memory_bytes{kind=\"file\"}") == 1.0 * (1 << 30));
 
   metrics->set_serving(false);
   metrics->set_queue_depth(0);
