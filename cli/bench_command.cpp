@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/byte_text.h"
+#include "base/process_memory.h"
 #include "cli/bench_bandwidth.h"
 #include "cli/bench_concurrency.h"
 #include "cli/bench_split_experts.h"
@@ -120,6 +122,7 @@ int run_bench(std::span<char*> args) {
     print_bench_usage(stderr);
     return 2;
   }
+  const auto load_start = std::chrono::steady_clock::now();
   auto session = open_session(model_path, {.threads = threads,
                                            .gpu_experts = gpu_experts,
                                            .dense_gpu = dense_gpu,
@@ -134,6 +137,8 @@ int run_bench(std::span<char*> args) {
                  session.status().to_string().c_str());
     return 2;
   }
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   runtime::ModelRunner& runner = (*session)->runner();
   const engine::GpuServing& gpu = (*session)->engine->gpu();
   auto split = attach_split_cpu_experts(**session, split_experts, split_threads);
@@ -210,6 +215,8 @@ int run_bench(std::span<char*> args) {
     }
     runs.push_back(*t);
   }
+  // Before the bandwidth probe, whose buffer would count too.
+  const Result<ProcessMemory> memory = read_process_memory();
   const double bandwidth = measure_read_bandwidth(runner.pool(), uint64_t{1} << 30, 3);
   std::printf("model %s, %zu threads, matmul kernels %s, KV cache %s\n", model_path.c_str(),
               runner.pool().n_threads(), std::string(kernels::active_matmul_variant_name()).c_str(),
@@ -218,6 +225,12 @@ int run_bench(std::span<char*> args) {
               kernels::cpu_identity_string(kernels::cpu_identity()).c_str(),
               kernels::cpu_features_string(kernels::cpu_features()).c_str(), bandwidth / 1e9,
               runner.pool().n_threads());
+  if (memory.ok()) {
+    std::printf(
+        "load: %.2f s; memory after the runs: %s resident (%s own, %s of mapped file pages)\n",
+        load_s, format_bytes(memory->resident_bytes).c_str(),
+        format_bytes(memory->anonymous_bytes).c_str(), format_bytes(memory->file_bytes).c_str());
+  }
   constexpr double kMiB = 1024.0 * 1024.0;
   if (gpu.experts != nullptr) {
     std::printf("gpu experts: %llu on %s, %.1f MiB of device memory\n",
