@@ -121,7 +121,9 @@ const FieldDescriptor kFields[] = {
             "truncated or rewritten in place is detected: every request then fails with "
             "DATA_LOSS and health turns NOT_SERVING; replace files by rename instead). read = "
             "read into tandemd's own memory at startup (huge pages where available): slower "
-            "to start, immune to the file changing.",
+            "to start, immune to the file changing, but the weights that runtime.repack_weights "
+            "copies are then held twice (the read copy stays), so it needs up to twice the "
+            "model's size in memory.",
      .ref = &member_ref<&Config::model, &ModelConfig::load_mode>},
     {.section = "model", .name = "context_length",
      .doc = "Maximum tokens per sequence (prompt + output). 0 = the length the model declares; "

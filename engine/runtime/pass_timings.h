@@ -35,7 +35,7 @@ enum class PassPart {
   kMoeOutput,
   kHead
 };
-inline constexpr size_t kPassParts = 8;
+inline constexpr size_t kPassParts = static_cast<size_t>(PassPart::kHead) + 1;
 
 // "setup", "attention", "dense ffn", "moe input", "routing", "experts", "moe output", "head".
 std::string_view pass_part_name(PassPart part);
