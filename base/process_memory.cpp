@@ -40,6 +40,7 @@ Result<uint64_t> field_bytes(std::string_view status, std::string_view key) {
 Result<ProcessMemory> parse_process_status(std::string_view status) {
   ProcessMemory m;
   TANDEM_ASSIGN_OR_RETURN(m.resident_bytes, field_bytes(status, "VmRSS"));
+  TANDEM_ASSIGN_OR_RETURN(m.peak_bytes, field_bytes(status, "VmHWM"));
   TANDEM_ASSIGN_OR_RETURN(m.anonymous_bytes, field_bytes(status, "RssAnon"));
   TANDEM_ASSIGN_OR_RETURN(m.file_bytes, field_bytes(status, "RssFile"));
   return m;

@@ -227,9 +227,11 @@ int run_bench(std::span<char*> args) {
               runner.pool().n_threads());
   if (memory.ok()) {
     std::printf(
-        "load: %.2f s; memory after the runs: %s resident (%s own, %s of mapped file pages)\n",
+        "load: %.2f s; memory after the runs: %s resident (%s own, %s of mapped file pages), "
+        "peak %s\n",
         load_s, format_bytes(memory->resident_bytes).c_str(),
-        format_bytes(memory->anonymous_bytes).c_str(), format_bytes(memory->file_bytes).c_str());
+        format_bytes(memory->anonymous_bytes).c_str(), format_bytes(memory->file_bytes).c_str(),
+        format_bytes(memory->peak_bytes).c_str());
   }
   constexpr double kMiB = 1024.0 * 1024.0;
   if (gpu.experts != nullptr) {

@@ -8,6 +8,7 @@
 
 #include "base/byte_text.h"
 #include "engine/experts/moe_layer.h"
+#include "engine/facade/gpu_held_sources.h"
 #include "engine/facade/gpu_self_check.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/model/architecture.h"
@@ -257,6 +258,11 @@ Result<GpuServing> attach_gpu(const EngineOptions& options, const model::Checkpo
   TANDEM_RETURN_IF_ERROR(check_probe(cpu_probe, gpu_probe, what));
   spdlog::info("GPU self-check: {} probe logits within {:.2e} (relative L2) of the CPU's",
                gpu_probe.size(), relative_error(cpu_probe, gpu_probe));
+  const std::vector<std::pair<uint32_t, uint32_t>> gpu_experts = map.gpu_experts();
+  const uint64_t released =
+      release_gpu_held_sources(*checkpoint.weights, gpu_experts, probe.dense_on_gpu);
+  spdlog::info("GPU: the checkpoint pages of the {} of weights it holds leave host memory",
+               format_bytes(released));
   spdlog::info("GPU allocated on {}: {}", probe.label,
                placement::format_gpu_demand(serving.allocated));
   return serving;

@@ -10,6 +10,8 @@
 # bench pp128 and pp512 (+ 32 decode steps; --repeat 2: the same warm-up and mean of 2 runs),
 # llama-batched-bench with 1 and 16 sequences, tandem bench --concurrency 1,16.
 # ROUNDS (default 1) repeats the whole round, so that a run on a shared machine shows its spread.
+# Memory: tandem bench prints its resident memory after the runs and its peak; where /usr/bin/time
+# exists (Debian's `time` package) llama-bench's peak resident memory is printed after its table.
 # LLAMACPP_BIN=DIR runs llama-bench and llama-batched-bench from DIR instead of the anchor's build
 # (e.g. an AVX2-only build of the same llama.cpp source, beside TANDEM_CPU_KERNELS=avx2).
 # KV_CACHE_TYPE=f32|f16 runs tandem bench with --kv-cache-type; unset, Tandem's default f16, the
@@ -30,6 +32,12 @@ llama() {
     "$anchor" "$@"
   fi
 }
+# The folder of llama.cpp's binaries.
+llama_dir() {
+  if [ -n "${LLAMACPP_BIN:-}" ]; then echo "$LLAMACPP_BIN"; else "$anchor" path; fi
+}
+peak_file=$(mktemp)
+trap 'rm -f "$peak_file"' EXIT
 tandem=${TANDEM:-build/cli/tandem}
 kv_flags=()
 if [ -n "${KV_CACHE_TYPE:-}" ]; then kv_flags=(--kv-cache-type "$KV_CACHE_TYPE"); fi
@@ -39,7 +47,13 @@ echo "== machine"
 nproc
 for r in $(seq 1 "$rounds"); do
   echo "== round $r: llama.cpp llama-bench"
-  llama llama-bench -m "$model" -p 128,512 -n 32 -t "$threads" -r 2 2>/dev/null
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -f "llama-bench peak resident memory: %M KiB" -o "$peak_file" \
+      "$(llama_dir)/llama-bench" -m "$model" -p 128,512 -n 32 -t "$threads" -r 2 2>/dev/null
+    cat "$peak_file"
+  else
+    llama llama-bench -m "$model" -p 128,512 -n 32 -t "$threads" -r 2 2>/dev/null
+  fi
   echo "== round $r: tandem bench pp128 + tg32"
   "$tandem" bench --model "$model" --prompt-tokens 128 --gen-tokens 32 --threads "$threads" \
     --repeat 2 "${kv_flags[@]}"

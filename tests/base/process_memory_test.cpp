@@ -19,10 +19,11 @@ constexpr std::string_view kStatus =
     "RssShmem:\t       0 kB\n"
     "Threads:\t4\n";
 
-TEST_CASE("parse_process_status reads VmRSS, RssAnon and RssFile in bytes", "[base]") {
+TEST_CASE("parse_process_status reads VmRSS, VmHWM, RssAnon and RssFile in bytes", "[base]") {
   const Result<ProcessMemory> m = parse_process_status(kStatus);
   REQUIRE(m.ok());
   CHECK(m->resident_bytes == 2704648ull * 1024);
+  CHECK(m->peak_bytes == 3014820ull * 1024);
   CHECK(m->anonymous_bytes == 2678080ull * 1024);
   CHECK(m->file_bytes == 26568ull * 1024);
 }
@@ -36,10 +37,12 @@ TEST_CASE("parse_process_status names the line it cannot read", "[base]") {
   const std::vector<Bad> bad = {
       {"", "VmRSS"},
       {status.substr(0, status.find("RssFile")), "RssFile"},
-      {"VmRSS:\t 12 MB\nRssAnon:\t 1 kB\nRssFile:\t 1 kB\n", "VmRSS"},
-      {"VmRSS:\t 12 kB\nRssAnon:\t x kB\nRssFile:\t 1 kB\n", "RssAnon"},
-      {"VmRSS:\t 12 kB\nRssAnon:\t 1 kB\nRssFileX:\t 1 kB\n", "RssFile"},
-      {"VmRSS:\t 99999999999999999999 kB\nRssAnon:\t 1 kB\nRssFile:\t 1 kB\n", "VmRSS"},
+      {"VmRSS:\t 12 MB\nVmHWM:\t 12 kB\nRssAnon:\t 1 kB\nRssFile:\t 1 kB\n", "VmRSS"},
+      {"VmRSS:\t 12 kB\nRssAnon:\t 1 kB\nRssFile:\t 1 kB\n", "VmHWM"},
+      {"VmRSS:\t 12 kB\nVmHWM:\t 12 kB\nRssAnon:\t x kB\nRssFile:\t 1 kB\n", "RssAnon"},
+      {"VmRSS:\t 12 kB\nVmHWM:\t 12 kB\nRssAnon:\t 1 kB\nRssFileX:\t 1 kB\n", "RssFile"},
+      {"VmRSS:\t 99999999999999999999 kB\nVmHWM:\t 1 kB\nRssAnon:\t 1 kB\nRssFile:\t 1 kB\n",
+       "VmRSS"},
   };
   for (const Bad& b : bad) {
     INFO(b.text);
@@ -59,6 +62,7 @@ TEST_CASE("read_process_memory sees memory this process touches", "[base]") {
   const Result<ProcessMemory> after = read_process_memory();
   REQUIRE(after.ok());
   CHECK(after->anonymous_bytes >= before->anonymous_bytes + (60u << 20));
+  CHECK(after->peak_bytes >= after->resident_bytes);
   CHECK(touched[12345] == 1);
 }
 

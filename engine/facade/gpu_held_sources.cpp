@@ -1,0 +1,35 @@
+// release_gpu_held_sources: the spans of the GPU's experts and dense parts handed to
+// model::release_copied_bytes.
+#include "engine/facade/gpu_held_sources.h"
+
+#include "engine/model/mapped_file.h"
+
+namespace tandem::engine {
+
+uint64_t release_gpu_held_sources(const model::ModelWeights& weights,
+                                  std::span<const std::pair<uint32_t, uint32_t>> gpu_experts,
+                                  bool dense_on_gpu) {
+  uint64_t released = 0;
+  const auto release = [&released](std::span<const uint8_t> bytes) {
+    model::release_copied_bytes(bytes);
+    released += bytes.size();
+  };
+  for (const auto& [layer, expert] : gpu_experts) {
+    if (layer >= weights.layers.size() || !weights.layers[layer].moe) continue;
+    const model::LayerWeights& lw = weights.layers[layer];
+    for (const model::ExpertWeights* p : {&lw.experts_gate, &lw.experts_up, &lw.experts_down}) {
+      if (expert < p->n_experts()) release(p->expert(expert).data);
+    }
+  }
+  if (!dense_on_gpu) return released;
+  for (const model::LayerWeights& lw : weights.layers) {
+    for (const model::TensorInfo* t : lw.dense_tensors()) release(t->data);
+  }
+  if (weights.lm_head != nullptr && weights.lm_head != weights.token_embedding &&
+      !weights.tied_embeddings) {
+    release(weights.lm_head->data);
+  }
+  return released;
+}
+
+}  // namespace tandem::engine
