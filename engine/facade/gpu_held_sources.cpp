@@ -25,8 +25,8 @@ uint64_t release_gpu_held_sources(const model::ModelWeights& weights,
   for (const model::LayerWeights& lw : weights.layers) {
     for (const model::TensorInfo* t : lw.dense_tensors()) release(t->data);
   }
-  if (weights.lm_head != nullptr && weights.lm_head != weights.token_embedding &&
-      !weights.tied_embeddings) {
+  // A tied head is the embedding itself (model_weights.h).
+  if (weights.lm_head != nullptr && weights.lm_head != weights.token_embedding) {
     release(weights.lm_head->data);
   }
   return released;

@@ -16,12 +16,9 @@ namespace {
 using testing::page_present;
 using testing::pattern_byte;
 using testing::pattern_file;
+using testing::pattern_mismatches;
 
 const size_t kPage = testing::page_size();
-
-size_t mismatches(std::span<const uint8_t> bytes) {
-  return testing::pattern_mismatches(bytes);
-}
 
 TEST_CASE("release_copied_bytes unmaps a file's whole pages, which read back unchanged",
           "[model]") {
@@ -31,7 +28,7 @@ TEST_CASE("release_copied_bytes unmaps a file's whole pages, which read back unc
     Result<MappedFile> f = MappedFile::open(path);
     REQUIRE(f.ok());
     const std::span<const uint8_t> bytes = f->bytes();
-    REQUIRE(mismatches(bytes) == 0);
+    REQUIRE(pattern_mismatches(bytes) == 0);
     for (size_t p = 0; p < pages; ++p) REQUIRE(page_present(bytes.data() + p * kPage));
 
     // From the middle of page 2 to the middle of page 12: pages 3..11 whole, 2 and 12 partial.
@@ -40,7 +37,7 @@ TEST_CASE("release_copied_bytes unmaps a file's whole pages, which read back unc
       INFO("page " << p);
       CHECK(page_present(bytes.data() + p * kPage) == (p < 3 || p > 11));
     }
-    CHECK(mismatches(bytes) == 0);
+    CHECK(pattern_mismatches(bytes) == 0);
     CHECK(page_present(bytes.data() + 5 * kPage));  // read again: mapped again
 
     // A range inside one page releases nothing.
@@ -61,7 +58,7 @@ TEST_CASE("release_copied_bytes keeps the contents of memory that is not a file'
     REQUIRE(f.ok());
     REQUIRE(f->load_into_memory().ok());
     release_copied_bytes(f->bytes());
-    CHECK(mismatches(f->bytes()) == 0);
+    CHECK(pattern_mismatches(f->bytes()) == 0);
   }
   std::remove(path.c_str());
 
@@ -69,7 +66,7 @@ TEST_CASE("release_copied_bytes keeps the contents of memory that is not a file'
   std::vector<uint8_t> heap(pages * kPage + 123);
   for (size_t i = 0; i < heap.size(); ++i) heap[i] = pattern_byte(i);
   release_copied_bytes(heap);
-  CHECK(mismatches(heap) == 0);
+  CHECK(pattern_mismatches(heap) == 0);
 }
 
 }  // namespace
