@@ -121,9 +121,11 @@ const FieldDescriptor kFields[] = {
             "truncated or rewritten in place is detected: every request then fails with "
             "DATA_LOSS and health turns NOT_SERVING; replace files by rename instead). read = "
             "read into tandemd's own memory at startup (huge pages where available): slower "
-            "to start, immune to the file changing, but the weights that runtime.repack_weights "
-            "copies are then held twice (the read copy stays), so it needs up to twice the "
-            "model's size in memory.",
+            "to start, immune to the file changing. Once start-up is done, the read copy's "
+            "bytes of the weights that runtime.repack_weights copied and of those the GPU "
+            "holds are freed (the start-up log says how much), so it settles at about the "
+            "model's size, as mmap does; while the weights are repacked it needs up to twice "
+            "that.",
      .ref = &member_ref<&Config::model, &ModelConfig::load_mode>},
     {.section = "model", .name = "context_length",
      .doc = "Maximum tokens per sequence (prompt + output). 0 = the length the model declares; "
@@ -214,10 +216,11 @@ const FieldDescriptor kFields[] = {
             "and dense matrices on AVX2 and AVX-512, plus Q4_0, Q5_0 and IQ4_NL on AVX2; AMX "
             "keeps Q5_K and Q6_K rows): the same results, faster. Start-up copies them, then "
             "unmaps the file's pages of what it copied, so resident memory holds those weights "
-            "once (the pages stay in the page cache, which the system may reclaim); with "
-            "model.load_mode read they stay twice. Dense matrices are not copied when the dense "
-            "parts run on the GPU "
-            "(runtime.dense_device). false = compute from the checkpoint's mapping only.",
+            "once (the pages stay in the page cache, which the system may reclaim; with "
+            "model.load_mode read the read copy's bytes are freed once start-up is done). "
+            "Neither the experts placed on the GPU nor, when the dense parts run on the GPU "
+            "(runtime.dense_device), the dense matrices are copied. false = compute from the "
+            "checkpoint's mapping only.",
      .ref = &member_ref<&Config::runtime, &RuntimeConfig::repack_weights>},
     {.section = "runtime", .name = "numa",
      .doc = "On a machine with several NUMA nodes: pin the CPU worker threads, spread evenly over "

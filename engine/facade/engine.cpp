@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/byte_text.h"
 #include "engine/facade/tokenizer_directory.h"
 #include "engine/model/architecture.h"
 #include "engine/placement/placement_report.h"
@@ -145,6 +146,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
   runtime::RunnerOptions runner_options;
   runner_options.threads = options.threads;
   runner_options.interleave_experts = options.repack_weights;
+  runner_options.gpu_experts = engine->placement_.placement.map.gpu_experts();
   // With the dense parts on the GPU the CPU computes them only for the start-up self-check's
   // 8-token probe: interleaved copies (bit-identical to the rows) would be that many bytes of host
   // memory again for nothing (about 9 GB for DeepSeek-V3's Q4_K_M attention and shared experts).
@@ -189,6 +191,11 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
   engine->scheduler_ = std::move(scheduler).value();
   TANDEM_ASSIGN_OR_RETURN(engine->gpu_, attach_gpu(options, checkpoint, engine->placement_, probe,
                                                    *engine->scheduler_));
+  if (options.read_into_memory) {
+    // Start-up is done: nothing reads the bytes that were repacked or that the GPU holds again.
+    spdlog::info("model: {} of the copy read into memory freed (repacked, or held by the GPU)",
+                 format_bytes(model::drop_released_copies(checkpoint)));
+  }
 
   facts.model_path = absolute_path(options.model_path);
   const model::ArchitectureTraits& traits = model::traits(spec.architecture);

@@ -2,6 +2,9 @@
 // model::release_copied_bytes.
 #include "engine/facade/gpu_held_sources.h"
 
+#include <utility>
+#include <vector>
+
 #include "engine/model/mapped_file.h"
 
 namespace tandem::engine {
@@ -10,8 +13,9 @@ uint64_t release_gpu_held_sources(const model::ModelWeights& weights,
                                   std::span<const std::pair<uint32_t, uint32_t>> gpu_experts,
                                   bool dense_on_gpu) {
   uint64_t released = 0;
-  const auto release = [&released](std::span<const uint8_t> bytes) {
-    model::release_copied_bytes(bytes);
+  std::vector<std::span<const uint8_t>> spans;
+  const auto release = [&](std::span<const uint8_t> bytes) {
+    spans.push_back(bytes);
     released += bytes.size();
   };
   for (const auto& [layer, expert] : gpu_experts) {
@@ -21,14 +25,17 @@ uint64_t release_gpu_held_sources(const model::ModelWeights& weights,
       if (expert < p->n_experts()) release(p->expert(expert).data);
     }
   }
-  if (!dense_on_gpu) return released;
-  for (const model::LayerWeights& lw : weights.layers) {
-    for (const model::TensorInfo* t : lw.dense_tensors()) release(t->data);
+  if (dense_on_gpu) {
+    for (const model::LayerWeights& lw : weights.layers) {
+      for (const model::TensorInfo* t : lw.dense_tensors()) release(t->data);
+    }
+    // A tied head is the embedding itself (model_weights.h).
+    if (weights.lm_head != nullptr && weights.lm_head != weights.token_embedding) {
+      release(weights.lm_head->data);
+    }
   }
-  // A tied head is the embedding itself (model_weights.h).
-  if (weights.lm_head != nullptr && weights.lm_head != weights.token_embedding) {
-    release(weights.lm_head->data);
-  }
+  // Consecutive GPU experts of one tensor together: the pages they share go too.
+  model::release_copied_spans(std::move(spans));
   return released;
 }
 

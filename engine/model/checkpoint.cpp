@@ -209,6 +209,12 @@ Status load_checkpoint_into_memory(const Checkpoint& c) {
   return Status();
 }
 
+uint64_t drop_released_copies(const Checkpoint& c) {
+  uint64_t dropped = 0;
+  for (const MappedFile* file : c.files) dropped += file->drop_released();
+  return dropped;
+}
+
 Result<Checkpoint> open_model(const std::string& path) {
   TANDEM_ASSIGN_OR_RETURN(Checkpoint c, open_checkpoint(path));
   if (!c.spec) return unimplemented_error(path + ": " + c.not_runnable_reason);

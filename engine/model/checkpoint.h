@@ -62,6 +62,10 @@ Status check_checkpoint_files(const Checkpoint& c);
 // files on disk no longer affect it. Blocking I/O; call before other threads read the weights.
 Status load_checkpoint_into_memory(const Checkpoint& c);
 
+// MappedFile::drop_released on every file of `c`: the bytes dropped in all (0 unless they were
+// read into memory).
+uint64_t drop_released_copies(const Checkpoint& c);
+
 // Opens `path`. Errors (the message names the file):
 // - malformed files (bad magic, truncated, ...): the reader's error (INVALID_ARGUMENT etc.);
 // - a well-formed model of a supported architecture whose hyper-parameters or tensors are

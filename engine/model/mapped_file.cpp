@@ -7,14 +7,46 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "engine/model/mapping_fault_guard.h"
 
 namespace tandem::model {
 
 namespace {
+
+// The files read into memory (load_into_memory), by the address range of their copy, with the
+// byte ranges release_copied_bytes was given inside it since the last drop_released.
+struct ReadCopy {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  std::vector<std::pair<uintptr_t, uintptr_t>> released;
+};
+
+std::mutex& read_copies_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::vector<ReadCopy>& read_copies() {
+  static std::vector<ReadCopy> copies;
+  return copies;
+}
+
+// The copy holding [begin, end) whole, or null. Under read_copies_mutex().
+ReadCopy* read_copy_holding(uintptr_t begin, uintptr_t end) {
+  for (ReadCopy& c : read_copies()) {
+    if (begin >= c.begin && end <= c.end) return &c;
+  }
+  return nullptr;
+}
+
 Status errno_status(int err, const std::string& what, const std::string& path) {
   std::string msg = path + ": " + what + ": " + std::strerror(err);
   if (err == ENOENT) return not_found_error(std::move(msg));
@@ -109,6 +141,12 @@ MappedFile::~MappedFile() {
 void MappedFile::reset() {
   unguard_mapping(guard_slot_);
   guard_slot_ = -1;
+  if (data_ != nullptr && fd_ < 0) {
+    std::lock_guard<std::mutex> lock(read_copies_mutex());
+    std::erase_if(read_copies(), [this](const ReadCopy& c) {
+      return c.begin == reinterpret_cast<uintptr_t>(data_);
+    });
+  }
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   if (fd_ >= 0) ::close(fd_);
   data_ = nullptr;
@@ -184,14 +222,57 @@ Status MappedFile::load_into_memory() const {
   fd_ = -1;
   unguard_mapping(guard_slot_);
   guard_slot_ = -1;
+  if (size_ > 0) {
+    const auto begin = reinterpret_cast<uintptr_t>(data_);
+    std::lock_guard<std::mutex> lock(read_copies_mutex());
+    read_copies().push_back(ReadCopy{begin, begin + size_, {}});
+  }
   return Status();
 }
 
-void release_copied_bytes(std::span<const uint8_t> bytes) {
+uint64_t MappedFile::drop_released() const {
+  if (fd_ >= 0 || size_ == 0) return 0;
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  {
+    std::lock_guard<std::mutex> lock(read_copies_mutex());
+    const auto begin = reinterpret_cast<uintptr_t>(data_);
+    ReadCopy* copy = read_copy_holding(begin, begin + size_);
+    if (copy == nullptr) return 0;
+    ranges.swap(copy->released);
+  }
+  // Overlapping or adjacent ranges merged before their ends are rounded in to whole pages: the
+  // page two neighbouring experts share goes too, and every page counts once.
+  std::sort(ranges.begin(), ranges.end());
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(bytes.data()) + page - 1) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size()) / page * page;
-  if (bytes.empty() || begin >= end) return;
+  uint64_t dropped = 0;
+  for (size_t i = 0; i < ranges.size();) {
+    uintptr_t end = ranges[i].second;
+    const uintptr_t begin = (ranges[i].first + page - 1) / page * page;
+    for (++i; i < ranges.size() && ranges[i].first <= end; ++i) {
+      end = std::max(end, ranges[i].second);
+    }
+    end = end / page * page;
+    if (begin >= end) continue;
+    void* first = reinterpret_cast<void*>(begin);
+    ::madvise(first, end - begin, MADV_DONTNEED);
+    ::mprotect(first, end - begin, PROT_NONE);
+    dropped += end - begin;
+  }
+  return dropped;
+}
+
+void release_copied_bytes(std::span<const uint8_t> bytes) {
+  if (bytes.empty()) return;
+  const auto lo = reinterpret_cast<uintptr_t>(bytes.data());
+  const uintptr_t hi = lo + bytes.size();
+  {
+    std::lock_guard<std::mutex> lock(read_copies_mutex());
+    if (ReadCopy* copy = read_copy_holding(lo, hi)) copy->released.emplace_back(lo, hi);
+  }
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (lo + page - 1) / page * page;
+  const uintptr_t end = hi / page * page;
+  if (begin >= end) return;
   void* first = reinterpret_cast<void*>(begin);
   if (in_guarded_mapping(bytes.data(), bytes.size())) {
     ::madvise(first, end - begin, MADV_DONTNEED);
@@ -200,6 +281,19 @@ void release_copied_bytes(std::span<const uint8_t> bytes) {
 #ifdef MADV_COLD
   ::madvise(first, end - begin, MADV_COLD);
 #endif
+}
+
+void release_copied_spans(std::vector<std::span<const uint8_t>> spans) {
+  std::sort(spans.begin(), spans.end(),
+            [](const auto& a, const auto& b) { return std::less<>()(a.data(), b.data()); });
+  for (size_t i = 0; i < spans.size();) {
+    const uint8_t* begin = spans[i].data();
+    const uint8_t* end = begin + spans[i].size();
+    for (++i; i < spans.size() && spans[i].data() <= end; ++i) {
+      end = std::max(end, spans[i].data() + spans[i].size());
+    }
+    release_copied_bytes({begin, static_cast<size_t>(end - begin)});
+  }
 }
 
 }  // namespace tandem::model

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -51,6 +52,16 @@ class MappedFile {
   Status load_into_memory() const;
   bool in_memory() const { return fd_ < 0; }
 
+  // After load_into_memory: the bytes release_copied_bytes was given inside these bytes (since the
+  // last call), merged where they overlap or touch, leave resident memory for good where they
+  // cover whole pages, which become unreadable (PROT_NONE), so that a read the caller did not
+  // expect faults at once instead of seeing zeros. Returns the bytes dropped (each page once); 0
+  // while the bytes are mapped from the file (release_copied_bytes dropped those pages already,
+  // and a read maps them again). Call only once nothing reads those
+  // bytes again: the engine calls it when its start-up (GPU upload and self-check included) is
+  // done. Any thread; not concurrently with release_copied_bytes on the same bytes.
+  uint64_t drop_released() const;
+
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size, int fd, int64_t mtime_ns);
   void reset();
@@ -68,9 +79,15 @@ class MappedFile {
 // still mapped from a MappedFile's file (not load_into_memory'd): the pages are unmapped from the
 // process and stay in the page cache; a later read maps them again, from there or from the file,
 // with the same bytes (madvise MADV_DONTNEED: on a private file mapping never written it drops
-// only the mapping). Any other memory (a file read into memory, a heap buffer) keeps its contents
-// and is only marked cold, so that reclaim takes it first. Partial pages at either end are left
-// alone. Any thread; call only while no other thread frees the memory.
+// only the mapping). Bytes of a file read into memory keep their contents until that file's
+// drop_released (their pages are remembered for it; dropping them loses them, so it waits until
+// nothing reads them). Any memory (a read copy meanwhile, a heap buffer) is also marked cold, so
+// that reclaim takes it first. Partial pages at either end are left alone. Any thread; call only
+// while no other thread frees the memory.
 void release_copied_bytes(std::span<const uint8_t> bytes);
+
+// release_copied_bytes on each run of the spans that overlap or touch, taken together: the page
+// two neighbouring matrices (consecutive experts of one tensor) share goes too. Any order.
+void release_copied_spans(std::vector<std::span<const uint8_t>> spans);
 
 }  // namespace tandem::model

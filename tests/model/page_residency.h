@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,6 +54,20 @@ inline bool page_present(const void* p) {
   ::close(fd);
   REQUIRE(n == static_cast<ssize_t>(sizeof(entry)));
   return (entry >> 63) != 0;
+}
+
+// The permissions of the mapping holding p as /proc/self/maps writes them ("r--p", "---p", ...),
+// or "" when no mapping holds it.
+inline std::string page_permissions(const void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long long begin = 0, end = 0;
+    char perms[8] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s", &begin, &end, perms) != 3) continue;
+    if (at >= begin && at < end) return perms;
+  }
+  return "";
 }
 
 }  // namespace tandem::testing

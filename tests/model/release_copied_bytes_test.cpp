@@ -1,5 +1,6 @@
 // Tests of release_copied_bytes: a file's mapped pages leave the process (read back unchanged),
-// memory read into the process or on the heap keeps its contents, partial pages stay mapped.
+// memory read into the process or on the heap keeps its contents (a file read into memory until
+// its drop_released, which frees the pages and makes them unreadable), partial pages stay mapped.
 // Whether a page is mapped is read from /proc/self/pagemap (bit 63: present).
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -48,6 +49,27 @@ TEST_CASE("release_copied_bytes unmaps a file's whole pages, which read back unc
   std::remove(path.c_str());
 }
 
+TEST_CASE("release_copied_spans releases the page two touching spans share", "[model]") {
+  const size_t pages = 8;
+  const std::string path = pattern_file(pages * kPage);
+  {
+    Result<MappedFile> f = MappedFile::open(path);
+    REQUIRE(f.ok());
+    const std::span<const uint8_t> bytes = f->bytes();
+    REQUIRE(pattern_mismatches(bytes) == 0);
+    // Two neighbours meeting in the middle of page 3, given in reverse order: alone each would
+    // leave page 3 (partial in both); together pages 2, 3 and 4 go, 1 and 5 stay (partial).
+    release_copied_spans({bytes.subspan(3 * kPage + kPage / 2, 2 * kPage - kPage / 2 + 10),
+                          bytes.subspan(kPage + 10, 2 * kPage + kPage / 2 - 10)});
+    for (size_t p = 0; p < pages; ++p) {
+      INFO("page " << p);
+      CHECK(page_present(bytes.data() + p * kPage) == (p < 2 || p > 4));
+    }
+    CHECK(pattern_mismatches(bytes) == 0);
+  }
+  std::remove(path.c_str());
+}
+
 TEST_CASE("release_copied_bytes keeps the contents of memory that is not a file's mapping",
           "[model]") {
   const size_t pages = 8;
@@ -67,6 +89,46 @@ TEST_CASE("release_copied_bytes keeps the contents of memory that is not a file'
   for (size_t i = 0; i < heap.size(); ++i) heap[i] = pattern_byte(i);
   release_copied_bytes(heap);
   CHECK(pattern_mismatches(heap) == 0);
+}
+
+TEST_CASE("a file read into memory frees the released pages at drop_released, unreadable after",
+          "[model]") {
+  const size_t pages = 16;
+  const std::string path = pattern_file(pages * kPage);
+  {
+    Result<MappedFile> f = MappedFile::open(path);
+    REQUIRE(f.ok());
+    // Mapped from the file: release_copied_bytes drops the pages itself; nothing is left to drop.
+    release_copied_bytes(f->bytes().subspan(kPage, 2 * kPage));
+    CHECK(f->drop_released() == 0);
+
+    REQUIRE(f->load_into_memory().ok());
+    const std::span<const uint8_t> bytes = f->bytes();
+    REQUIRE(pattern_mismatches(bytes) == 0);
+    // Pages 3..5 (from the middle of page 2 to the start of page 6), 5..6 again (overlapping),
+    // 9..10, page 12 from two neighbours that each hold only part of it, and a range inside page
+    // 14 (nothing whole).
+    release_copied_bytes(bytes.subspan(2 * kPage + 7, 4 * kPage - 7));
+    release_copied_bytes(bytes.subspan(5 * kPage, 2 * kPage));
+    release_copied_bytes(bytes.subspan(9 * kPage, 2 * kPage + 1));
+    release_copied_bytes(bytes.subspan(12 * kPage - 10, kPage / 2 + 10));
+    release_copied_bytes(bytes.subspan(12 * kPage + kPage / 2, kPage / 2 + 10));
+    release_copied_bytes(bytes.subspan(14 * kPage + 1, kPage - 2));
+    // Until the drop, every byte stays as read.
+    CHECK(pattern_mismatches(bytes) == 0);
+    for (size_t p = 0; p < pages; ++p) CHECK(page_present(bytes.data() + p * kPage));
+
+    CHECK(f->drop_released() == 7 * kPage);  // pages 3-6, 9-10 and 12, each once
+    for (size_t p = 0; p < pages; ++p) {
+      INFO("page " << p);
+      const bool dropped = (p >= 3 && p <= 6) || p == 9 || p == 10 || p == 12;
+      CHECK(page_present(bytes.data() + p * kPage) == !dropped);
+      CHECK(testing::page_permissions(bytes.data() + p * kPage) == (dropped ? "---p" : "r--p"));
+      if (!dropped) CHECK(pattern_mismatches(bytes.subspan(p * kPage, kPage), p * kPage) == 0);
+    }
+    CHECK(f->drop_released() == 0);  // nothing new released
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace
