@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <span>
 #include <string>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -135,14 +136,17 @@ void CpuExpertWorker::FreeBuffer::operator()(uint8_t* p) const {
   std::free(p);
 }
 
-Status CpuExpertWorker::interleave_layer(size_t layer, const NumaTopology* numa) {
+Status CpuExpertWorker::interleave_layer(size_t layer, const std::vector<bool>& plain,
+                                         const NumaTopology* numa) {
   constexpr size_t kAlign = 64;  // each copy starts on a cache line
   // The buffer is 2 MiB aligned (so the kernel may back it with transparent huge pages where the
   // system enables them for all memory). It is not asked for them with MADV_HUGEPAGE: on the
   // project's 2-vCPU VM that made startup up to 3.5x slower with no measurable decode gain.
   constexpr size_t kHugePage = size_t{2} << 20;
   std::vector<kernels::WeightMatrix*> matrices;
-  for (ExpertMatrices& m : layers_[layer]) {
+  for (size_t e = 0; e < layers_[layer].size(); ++e) {
+    if (plain[e]) continue;
+    ExpertMatrices& m = layers_[layer][e];
     for (kernels::WeightMatrix* w : {&m.gate, &m.up, &m.down}) {
       if (interleaves(*w, mode_)) matrices.push_back(w);
     }
@@ -184,15 +188,17 @@ Status CpuExpertWorker::interleave_layer(size_t layer, const NumaTopology* numa)
   // The plain bytes are no longer read here: where they are the file's mapped pages they leave the
   // process's resident memory (which would otherwise hold the experts twice), else they are marked
   // cold, so that reclaim takes them first (mapped_file.h).
-  for (const std::span<const uint8_t> src : sources) model::release_copied_bytes(src);
+  model::release_copied_spans(std::move(sources));
   interleaved_[layer] = std::move(buffer);
   interleaved_bytes_ += size;
   return Status();
 }
 
-Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(
-    const model::ModelSpec& spec, const model::ModelWeights& weights, ThreadPool* pool,
-    kernels::MatmulActivations mode, bool interleave, const NumaTopology* numa) {
+Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(const model::ModelSpec& spec,
+                                                                 const model::ModelWeights& weights,
+                                                                 ThreadPool* pool,
+                                                                 kernels::MatmulActivations mode,
+                                                                 const ExpertCopies& copies) {
   std::unique_ptr<CpuExpertWorker> worker(new CpuExpertWorker());
   worker->pool_ = pool;
   worker->mode_ = mode;
@@ -229,9 +235,14 @@ Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(
     }
   }
   worker->interleaved_.resize(weights.layers.size());
-  if (interleave) {
+  if (copies.interleave) {
+    std::vector<std::vector<bool>> plain(weights.layers.size(),
+                                         std::vector<bool>(spec.n_experts, false));
+    for (const auto& [layer, expert] : copies.plain) {
+      if (layer < plain.size() && expert < spec.n_experts) plain[layer][expert] = true;
+    }
     for (size_t l = 0; l < weights.layers.size(); ++l) {
-      TANDEM_RETURN_IF_ERROR(worker->interleave_layer(l, numa));
+      TANDEM_RETURN_IF_ERROR(worker->interleave_layer(l, plain[l], copies.numa));
     }
   }
   return worker;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "base/numa.h"
@@ -27,15 +28,16 @@ struct ExpertMatrices {
   const float* down_bias = nullptr;  // [hidden]
 };
 
-// Views the routed-expert weights of every MoE layer; with `interleave` (the default), the
-// matrices of a type whose interleaved layout the active kernels prefer (MXFP4 with AVX2 on the
-// quantized path: kernels::preferred_weight_layout) are instead copied once, at create(), into
-// interleaved buffers the worker owns and frees (kernels::WeightLayout::kInterleaved8, or Q8_0's
-// kRowQuads8 on AVX2; bit-identical results, faster kernels). That copy costs the experts' bytes
-// again, in anonymous memory (about the whole checkpoint for GPT-OSS); the worker no longer reads
-// the mapping's expert pages, which then stay only as reclaimable page cache (advised cold).
-// interleave = false keeps the mapping only, for memory-tight hosts. The ModelWeights (and the
-// checkpoint mapping behind it) and the pool must outlive the worker.
+// Views the routed-expert weights of every MoE layer; with ExpertCopies::interleave (the
+// default), the matrices of a type whose interleaved layout the active kernels prefer (MXFP4 with
+// AVX2 on the quantized path: kernels::preferred_weight_layout) are instead copied once, at
+// create(), into interleaved buffers the worker owns and frees (kernels::WeightLayout::
+// kInterleaved8, or Q8_0's kRowQuads8 on AVX2; bit-identical results, faster kernels). The copy
+// is anonymous memory (about the whole checkpoint for GPT-OSS); the bytes copied from are handed to
+// model::release_copied_spans, so the experts are held once.
+// ExpertCopies::interleave = false keeps the mapping only, for memory-tight hosts; experts a GPU
+// worker will hold (ExpertCopies::plain) are never copied. The ModelWeights (and the checkpoint
+// mapping behind it) and the pool must outlive the worker.
 //
 // A layer's share runs as three pool phases, not a fork-join per expert or per matmul: (1) every
 // (expert, block of 32 ffn rows) item computes its gate and up rows (+ biases) for all of the
@@ -49,17 +51,38 @@ struct ExpertMatrices {
 // projection in a layer (create() refuses a mix). run() is called by one thread at a time (the
 // forward pass's, or a MoeLayer helper thread); while it runs, nobody else may call parallel_for on
 // the same pool (MoeLayer guarantees this through thread_pool()).
+// Which expert matrices CpuExpertWorker::create copies into interleaved buffers, and where the
+// copies' pages go.
+struct ExpertCopies {
+  // Copy the matrices whose interleaved layout the kernels prefer; false: the mapping only.
+  bool interleave = true;
+  // (layer, expert) pairs left on the checkpoint's rows whatever `interleave` says: the experts a
+  // GPU worker will hold, which the CPU computes only for the start-up self-check's probe (the
+  // rows give the same bits, more slowly). Copying them would hold their bytes in host memory
+  // again for nothing (about 18 GB for the experts a 24 GB card takes of gpt-oss-120b). Pairs
+  // outside the model are ignored.
+  std::vector<std::pair<uint32_t, uint32_t>> plain = {};
+  // Several nodes: interleave the copies' pages over them before they are written (null: first
+  // touch).
+  const NumaTopology* numa = nullptr;
+};
+
 class CpuExpertWorker final : public ExpertWorker {
  public:
   // INVALID_ARGUMENT / UNIMPLEMENTED when an expert matrix has a type or size the kernels refuse.
-  // The interleaved copies are made on the pool (parallel_for; same thread rules as run()); with
-  // `numa` (several nodes), their pages are interleaved over its nodes before they are written.
-  static Result<std::unique_ptr<CpuExpertWorker>> create(
-      const model::ModelSpec& spec, const model::ModelWeights& weights, ThreadPool* pool,
-      kernels::MatmulActivations mode, bool interleave = true, const NumaTopology* numa = nullptr);
+  // The interleaved copies (`copies`) are made on the pool (parallel_for; same thread rules as
+  // run()).
+  static Result<std::unique_ptr<CpuExpertWorker>> create(const model::ModelSpec& spec,
+                                                         const model::ModelWeights& weights,
+                                                         ThreadPool* pool,
+                                                         kernels::MatmulActivations mode,
+                                                         const ExpertCopies& copies = {});
 
   // Bytes of the interleaved expert copies the worker owns (0 without them).
   size_t interleaved_bytes() const { return interleaved_bytes_; }
+  // The views expert `expert` of MoE layer `layer` computes with: its interleaved copies or the
+  // checkpoint's rows (layer < the model's layers, a MoE layer, expert < its experts).
+  const ExpertMatrices& expert(size_t layer, size_t expert) const { return layers_[layer][expert]; }
 
   std::string_view name() const override { return "cpu"; }
   Status run(const ExpertJob& job) override;
@@ -67,9 +90,10 @@ class CpuExpertWorker final : public ExpertWorker {
 
  private:
   CpuExpertWorker() = default;
-  // Replaces the layer's views that interleaves() picks by interleaved copies in one owned buffer.
-  // numa: interleave the buffer's pages over its nodes first (null: first touch).
-  Status interleave_layer(size_t layer, const NumaTopology* numa);
+  // Replaces the layer's views that interleaves() picks by interleaved copies in one owned buffer,
+  // except those of the experts `plain` marks. numa: interleave the buffer's pages over its nodes
+  // first (null: first touch).
+  Status interleave_layer(size_t layer, const std::vector<bool>& plain, const NumaTopology* numa);
   // item(i) for i < n_items over the pool (one item per chunk).
   void run_parallel(size_t n_items, const std::function<void(size_t)>& item);
 

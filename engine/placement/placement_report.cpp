@@ -92,7 +92,8 @@ std::string format_report_table(const PlacementReport& r) {
   }
   if (r.has_sizes) {
     out += "expert bytes: GPU " + bytes_text(r.gpu_expert_bytes) + ", CPU " +
-           bytes_text(r.cpu_expert_bytes) + " (every expert also stays in CPU memory)\n";
+           bytes_text(r.cpu_expert_bytes) +
+           " (GPU experts stay readable from the checkpoint in CPU memory)\n";
   }
   if (r.coverage) {
     std::snprintf(line, sizeof(line),

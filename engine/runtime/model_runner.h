@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -42,6 +44,10 @@ struct RunnerOptions {
   // (MXFP4 with AVX2) into owned interleaved buffers at start (experts::CpuExpertWorker: faster,
   // bit-identical, but the experts' bytes again in memory). false: the mapping only.
   bool interleave_experts = true;
+  // (layer, expert) pairs a GPU expert worker will compute: the CPU worker computes them only for
+  // the start-up self-check's probe, from the checkpoint's rows, and copies none of them
+  // (experts::ExpertCopies::plain), as interleave_dense is off when the dense parts go to the GPU.
+  std::vector<std::pair<uint32_t, uint32_t>> gpu_experts = {};
   // The same for the dense matrices the runner computes with (interleave_dense_matrices).
   bool interleave_dense = true;
   // On a machine with several NUMA nodes (base/numa.h): the pool's workers pinned, spread evenly
@@ -121,7 +127,7 @@ class ModelRunner {
   // the map of which worker owns which (layer, expert). An empty map means all on workers[0].
   // By default the runner uses its own CPU worker for everything.
   Status set_expert_workers(std::vector<experts::ExpertWorker*> workers, experts::ExpertMap map);
-  experts::ExpertWorker& cpu_worker() { return *cpu_worker_; }
+  experts::CpuExpertWorker& cpu_worker() { return *cpu_worker_; }
   // Per-MoE-layer counts and times of every forward pass from now on are added to *timings (see
   // experts::MoeLayerTimings; non-owning, must outlive its use); null (the default) stops
   // measuring. Kept across set_expert_workers. Same thread as forward().

@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "engine/experts/experts.h"
@@ -186,8 +188,8 @@ TEST_CASE("CPU expert worker gives the same bits with and without interleaved ex
           kernels::matmul_activation_format(type, mode) != kernels::ActivationFormat::kF32;
       INFO(tensor_type_name(type) << (quantized ? " quantized" : " float"));
       testing::RandomExperts m(type, kHidden, kFfn, 31);
-      auto copied = CpuExpertWorker::create(m.spec, m.weights, &two, mode, true);
-      auto mapped = CpuExpertWorker::create(m.spec, m.weights, &two, mode, false);
+      auto copied = CpuExpertWorker::create(m.spec, m.weights, &two, mode, {.interleave = true});
+      auto mapped = CpuExpertWorker::create(m.spec, m.weights, &two, mode, {.interleave = false});
       REQUIRE(copied.ok());
       REQUIRE(mapped.ok());
       // Only the types the kernels prefer interleaved are copied (MXFP4 on an AVX2 CPU), and only
@@ -214,6 +216,57 @@ TEST_CASE("CPU expert worker gives the same bits with and without interleaved ex
   if (!kernels::interleaved_layout_preferred(TensorType::kMXFP4)) {
     WARN("interleaved MXFP4 experts not exercised: the active kernels do not prefer them");
   }
+}
+
+TEST_CASE("CPU expert worker leaves the experts a GPU will hold on the checkpoint's rows",
+          "[experts]") {
+  // Experts placed on a GPU are computed by the CPU only for the start-up self-check: they are
+  // not copied, and the rows give the same bits as the copies.
+  std::mt19937 rng(17);
+  const std::vector<float> x = testing::random_input(kTokens * kHidden, rng);
+  const Routing routing = testing::random_routing(kTokens, 3, testing::kRandomExperts, rng);
+  ThreadPool two(2);
+  const std::vector<std::pair<uint32_t, uint32_t>> gpu = {{0, 1}, {1, 0}, {1, 3}, {7, 2}, {0, 99}};
+  size_t exercised = 0;
+  for (TensorType type : kTypes) {
+    const auto mode = kernels::MatmulActivations::kQuantized;
+    if (!kernels::interleaved_layout_preferred(type) ||
+        kernels::matmul_activation_format(type, mode) == kernels::ActivationFormat::kF32) {
+      continue;
+    }
+    ++exercised;
+    INFO(tensor_type_name(type));
+    testing::RandomExperts m(type, kHidden, kFfn, 41);
+    auto all = CpuExpertWorker::create(m.spec, m.weights, &two, mode);
+    auto some = CpuExpertWorker::create(m.spec, m.weights, &two, mode, {.plain = gpu});
+    REQUIRE(all.ok());
+    REQUIRE(some.ok());
+    for (size_t layer = 0; layer < 2; ++layer) {
+      for (size_t e = 0; e < testing::kRandomExperts; ++e) {
+        INFO("layer " << layer << " expert " << e);
+        const bool plain = (layer == 0 && e == 1) || (layer == 1 && (e == 0 || e == 3));
+        const ExpertMatrices& view = (*some)->expert(layer, e);
+        const ExpertMatrices& copy = (*all)->expert(layer, e);
+        // One expert's gate rows: expert e's slice of the layer's gate tensor.
+        const model::LayerWeights& lw = m.weights.layers[layer];
+        const uint8_t* rows = lw.experts_gate.expert(e).data.data();
+        CHECK(copy.gate.data != rows);
+        CHECK((view.gate.data == rows) == plain);
+        CHECK((view.gate.layout == kernels::WeightLayout::kRows) == plain);
+        CHECK((view.down.layout == kernels::WeightLayout::kRows) == plain);
+      }
+    }
+    const size_t n = kTokens * 3 * kHidden;
+    std::vector<float> a(n, NAN), b(n, NAN);
+    const auto every = [](size_t) { return true; };
+    for (size_t layer = 0; layer < 2; ++layer) {
+      INFO("layer " << layer);
+      REQUIRE(run_pairs(**all, layer, x, routing, every, a).ok());
+      REQUIRE(run_pairs(**some, layer, x, routing, every, b).ok());
+      CHECK(std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0);
+    }
+  }
+  if (exercised == 0) WARN("no type the active kernels prefer interleaved: case not exercised");
 }
 
 TEST_CASE("CPU expert worker refuses experts that mix weight types in one layer", "[experts]") {

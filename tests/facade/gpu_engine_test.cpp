@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/facade/engine.h"
@@ -69,6 +71,27 @@ TEST_CASE("[cuda] GPU experts and dense parts on the GPU generate the CPU engine
   CHECK((*gpu)->gpu().allocated.kv > 0);
   // The CPU computes the dense parts only for the self-check: no interleaved host copies.
   CHECK((*gpu)->runner().prepared_weights().interleaved.empty());
+  // Nor the GPU's experts: the CPU worker keeps them on the checkpoint's rows, the others copied
+  // where the kernels prefer (Q8_0 row quads on AVX2).
+  const experts::CpuExpertWorker& cpu_worker = (*gpu)->runner().cpu_worker();
+  const std::vector<std::pair<uint32_t, uint32_t>> on_device =
+      (*gpu)->placement().placement.map.gpu_experts();
+  REQUIRE(on_device.size() == 32);
+  for (const auto& [layer, expert] : on_device) {
+    INFO("layer " << layer << " expert " << expert);
+    CHECK(cpu_worker.expert(layer, expert).gate.layout == kernels::WeightLayout::kRows);
+    CHECK(cpu_worker.expert(layer, expert).down.layout == kernels::WeightLayout::kRows);
+  }
+  if (cpu_worker.interleaved_bytes() > 0) {
+    const model::ModelSpec& spec = (*gpu)->runner().spec();
+    size_t copied = 0;
+    for (size_t l = 0; l < spec.n_layers; ++l) {
+      for (size_t e = 0; spec.moe_layers[l] && e < spec.n_experts; ++e) {
+        if (cpu_worker.expert(l, e).gate.layout != kernels::WeightLayout::kRows) ++copied;
+      }
+    }
+    CHECK(copied == spec.n_moe_layers() * spec.n_experts - 32);
+  }
   const auto on_gpu = greedy_batch(**gpu, 12);
 
   Result<std::unique_ptr<Engine>> cpu = Engine::create(demo_options(DenseDevice::kCpu));
