@@ -1,6 +1,7 @@
 // The Engine with its GPU parts on a CUDA device ([cuda]: skipped without one; run on the host
 // emulation by gpu_facade_test_emulated): GPU experts and dense parts generate the CPU engine's
-// tokens, and gpt-oss's dense parts pass the start-up self-check and serve.
+// tokens (also with the model read into memory, its GPU-held bytes freed), and gpt-oss's dense
+// parts pass the start-up self-check and serve.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -104,6 +105,28 @@ TEST_CASE("[cuda] GPU experts and dense parts on the GPU generate the CPU engine
     INFO("request " << i);
     CHECK(on_gpu[i] == on_cpu[i]);
   }
+}
+
+TEST_CASE("[cuda] read into memory, the GPU engine serves after the GPU-held bytes are freed",
+          "[engine][gpu][cuda]") {
+  // model.load_mode read: once the self-check passed, the copy's bytes of the GPU's experts and
+  // dense parts (and of the CPU's repacked experts) are freed and unreadable; serving must not
+  // read them (a read would fault).
+  if (visible_devices() == 0) {
+    WARN("no CUDA device: [cuda] case skipped");
+    return;
+  }
+  EngineOptions o = demo_options(DenseDevice::kAuto);
+  o.placement.num_gpu_experts = 32;
+  o.read_into_memory = true;
+  Result<std::unique_ptr<Engine>> read = Engine::create(o);
+  REQUIRE(read.ok());
+  CHECK((*read)->gpu().dense_on_gpu);
+  const auto on_read = greedy_batch(**read, 12);
+  o.read_into_memory = false;
+  Result<std::unique_ptr<Engine>> mapped = Engine::create(o);
+  REQUIRE(mapped.ok());
+  CHECK(greedy_batch(**mapped, 12) == on_read);
 }
 
 TEST_CASE("[cuda] gpt-oss's dense parts on the GPU: the start-up self-check passes and it serves",
