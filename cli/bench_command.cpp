@@ -127,7 +127,8 @@ int run_bench(std::span<char*> args) {
                                            .gpu_experts = gpu_experts,
                                            .dense_gpu = dense_gpu,
                                            .max_batch_tokens = std::max(1, prompt_tokens),
-                                           .kv_cache_type = kv_cache_type});
+                                           .kv_cache_type = kv_cache_type,
+                                           .keep_copied_sources = split_experts > 0});
   if (!session.ok()) {
     // The engine names tandemd's settings; say which flags asked for them.
     std::string asked;

@@ -26,6 +26,7 @@ engine::EngineOptions session_engine_options(const std::string& path,
   o.load_tokenizer = false;
   o.export_tokenizer = false;
   o.watch_files = false;
+  o.free_copied_sources = !options.keep_copied_sources;
   return o;
 }
 

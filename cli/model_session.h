@@ -25,6 +25,9 @@ struct SessionOptions {
   // The most tokens of one forward pass (GPU scratch is sized for it).
   int64_t max_batch_tokens = 2048;
   kernels::KvType kv_cache_type = kernels::kDefaultKvCacheType;  // runtime.kv_cache_type
+  // Keep the checkpoint bytes start-up repacked (EngineOptions::free_copied_sources = false), for
+  // a second expert worker built from them afterwards.
+  bool keep_copied_sources = false;
 };
 
 // The engine a command runs directly (its scheduler never starts). Owned by one command on the

@@ -191,10 +191,15 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
   engine->scheduler_ = std::move(scheduler).value();
   TANDEM_ASSIGN_OR_RETURN(engine->gpu_, attach_gpu(options, checkpoint, engine->placement_, probe,
                                                    *engine->scheduler_));
-  if (options.read_into_memory) {
+  if (options.free_copied_sources) {
     // Start-up is done: nothing reads the bytes that were repacked or that the GPU holds again.
-    spdlog::info("model: {} of the copy read into memory freed (repacked, or held by the GPU)",
-                 format_bytes(model::drop_released_copies(checkpoint)));
+    const uint64_t freed = model::drop_released_copies(checkpoint);
+    if (freed > 0 || options.read_into_memory) {
+      spdlog::info(
+          "model: {} of its copies in memory freed (read into memory or converted at open; "
+          "repacked, or held by the GPU)",
+          format_bytes(freed));
+    }
   }
 
   facts.model_path = absolute_path(options.model_path);

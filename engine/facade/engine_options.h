@@ -38,6 +38,11 @@ struct EngineOptions {
   // Copy every file into the process's own memory after opening (the files may then change on
   // disk); false: serve from the mapping.
   bool read_into_memory = false;
+  // Once start-up is done, free the bytes of the weights it repacked (or the GPU holds) where they
+  // are the process's own (read into memory, or converted at open: model::drop_released_copies);
+  // a later read of them would fault. false keeps them, for a caller that builds another expert
+  // worker from the checkpoint afterwards (tandem bench --split-cpu-experts).
+  bool free_copied_sources = true;
   // Tokens of context per sequence: 0 = the model's own; above the model's is INVALID_ARGUMENT.
   int context_length = 0;
 

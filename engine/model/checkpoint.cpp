@@ -122,6 +122,8 @@ void replace_tensors(Checkpoint& c, ConvertedHfCheckpoint& owner, ConvertedTenso
   for (const TensorInfo& t : converted.tensors) tensors.push_back(t);
   c.tensors = std::move(tensors);
   owner.conversions.push_back(std::move(converted));
+  // The buffers' vector moved with its storage: the elements keep their addresses.
+  for (const OwnedCopy& copy : owner.conversions.back().buffers) c.converted.push_back(&copy);
 }
 
 // The conversions an HF checkpoint needs before its tensors bind: FP8 block-quantized weights
@@ -212,6 +214,7 @@ Status load_checkpoint_into_memory(const Checkpoint& c) {
 uint64_t drop_released_copies(const Checkpoint& c) {
   uint64_t dropped = 0;
   for (const MappedFile* file : c.files) dropped += file->drop_released();
+  for (const OwnedCopy* copy : c.converted) dropped += copy->drop_released();
   return dropped;
 }
 

@@ -52,6 +52,9 @@ struct Checkpoint {
   // The mapped files the tensors view (owned by `owner`), for check_checkpoint_files and
   // load_checkpoint_into_memory.
   std::vector<const MappedFile*> files;
+  // The bytes converted at open (ConvertedTensors' OwnedCopy buffers, owned by `owner`), for
+  // drop_released_copies.
+  std::vector<const OwnedCopy*> converted;
 };
 
 // OK while every file of `c` is as it was opened (MappedFile::check_unchanged); the first
@@ -62,8 +65,8 @@ Status check_checkpoint_files(const Checkpoint& c);
 // files on disk no longer affect it. Blocking I/O; call before other threads read the weights.
 Status load_checkpoint_into_memory(const Checkpoint& c);
 
-// MappedFile::drop_released on every file of `c`: the bytes dropped in all (0 unless they were
-// read into memory).
+// MappedFile::drop_released on every file of `c` and OwnedCopy::drop_released on its converted
+// bytes: the bytes dropped in all (0 unless files were read into memory or tensors converted).
 uint64_t drop_released_copies(const Checkpoint& c);
 
 // Opens `path`. Errors (the message names the file):

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/mapped_file.h"
 #include "engine/model/tensor_info.h"
 
 namespace tandem::model {
@@ -13,8 +14,10 @@ namespace tandem::model {
 struct ConvertedTensors {
   std::vector<TensorInfo> tensors;    // the derived tensors; data points into `buffers`
   std::vector<std::string> replaced;  // names of the file tensors they replace
-  // The converted bytes. Moving this object (or the vector) keeps every `data` view valid.
-  std::vector<std::vector<uint8_t>> buffers;
+  // The converted bytes, each in a mapping of its own (OwnedCopy: what is repacked from them is
+  // freed once start-up is done, model::drop_released_copies). Moving this object (or the vector)
+  // keeps every `data` view valid.
+  std::vector<OwnedCopy> buffers;
 };
 
 }  // namespace tandem::model

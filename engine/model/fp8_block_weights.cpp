@@ -181,7 +181,7 @@ Result<ConvertedTensors> convert_fp8_block_weights(const Fp8BlockConfig& config,
       for (size_t i = next++; i < jobs.size(); i = next++) {
         Job& job = jobs[i];
         // Allocated here, so that the pages are first touched by the thread that fills them.
-        out.buffers[i].resize(job.rows * (job.cols / kBlock) * kBlockBytes);
+        out.buffers[i] = OwnedCopy(job.rows * (job.cols / kBlock) * kBlockBytes);
         convert(config, job, out.buffers[i].data());
       }
     };

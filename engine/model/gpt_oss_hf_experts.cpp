@@ -146,7 +146,7 @@ class Repacker {
     if (!ok_blocks || !ok_scales) return;
     for (unsigned t = 0; t < step; ++t) {
       const uint64_t out_rows = rows / step;
-      std::vector<uint8_t>& buf = out_.buffers.emplace_back(e * out_rows * g * kGgmlBlockBytes);
+      OwnedCopy& buf = out_.buffers.emplace_back(e * out_rows * g * kGgmlBlockBytes);
       for (uint64_t x = 0; x < e; ++x) {
         for (uint64_t r = 0; r < out_rows; ++r) {
           const uint64_t src_row = x * rows + r * step + t;
@@ -171,7 +171,7 @@ class Repacker {
                  uint64_t b, uint64_t step, unsigned t, std::vector<uint64_t> shape) {
     const uint64_t es = element_bytes(src.type);
     const uint64_t out_b = b / step;
-    std::vector<uint8_t>& buf = out_.buffers.emplace_back(e * out_b * a * es);
+    OwnedCopy& buf = out_.buffers.emplace_back(e * out_b * a * es);
     const uint8_t* s = src.data.data();
     for (uint64_t x = 0; x < e; ++x) {
       for (uint64_t r = 0; r < out_b; ++r) {
@@ -186,7 +186,7 @@ class Repacker {
   }
 
   void add_tensor(WeightRole role, int64_t layer, TensorType type, std::vector<uint64_t> shape,
-                  const std::vector<uint8_t>& buf, const TensorInfo& source, std::string from) {
+                  const OwnedCopy& buf, const TensorInfo& source, std::string from) {
     TensorInfo t;
     t.name = gpt_oss_hf_derived_name(role, layer);
     t.type = type;

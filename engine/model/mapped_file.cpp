@@ -1,5 +1,5 @@
 // MappedFile: open + fstat + mmap, with errors that name the path; the change check and the copy
-// into memory.
+// into memory; OwnedCopy; the registry of both that release_copied_bytes and drop_released share.
 #include "engine/model/mapped_file.h"
 
 #include <fcntl.h>
@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -21,8 +22,8 @@ namespace tandem::model {
 
 namespace {
 
-// The files read into memory (load_into_memory), by the address range of their copy, with the
-// byte ranges release_copied_bytes was given inside it since the last drop_released.
+// The files read into memory (load_into_memory) and the OwnedCopy mappings, by their address
+// range, with the byte ranges release_copied_bytes was given inside each since its last drop.
 struct ReadCopy {
   uintptr_t begin = 0;
   uintptr_t end = 0;
@@ -45,6 +46,50 @@ ReadCopy* read_copy_holding(uintptr_t begin, uintptr_t end) {
     if (begin >= c.begin && end <= c.end) return &c;
   }
   return nullptr;
+}
+
+void register_copy(const uint8_t* data, size_t size) {
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(read_copies_mutex());
+  read_copies().push_back(ReadCopy{begin, begin + size, {}});
+}
+
+void unregister_copy(const uint8_t* data) {
+  std::lock_guard<std::mutex> lock(read_copies_mutex());
+  std::erase_if(read_copies(),
+                [data](const ReadCopy& c) { return c.begin == reinterpret_cast<uintptr_t>(data); });
+}
+
+// The whole pages of the ranges remembered for the registered memory at `data` (size bytes),
+// merged where they overlap or touch, freed and made unreadable (MappedFile::drop_released).
+uint64_t drop_released_in(const uint8_t* data, size_t size) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  {
+    std::lock_guard<std::mutex> lock(read_copies_mutex());
+    const auto begin = reinterpret_cast<uintptr_t>(data);
+    ReadCopy* copy = read_copy_holding(begin, begin + size);
+    if (copy == nullptr) return 0;
+    ranges.swap(copy->released);
+  }
+  // Overlapping or adjacent ranges merged before their ends are rounded in to whole pages: the
+  // page two neighbouring experts share goes too, and every page counts once.
+  std::sort(ranges.begin(), ranges.end());
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t dropped = 0;
+  for (size_t i = 0; i < ranges.size();) {
+    uintptr_t end = ranges[i].second;
+    const uintptr_t begin = (ranges[i].first + page - 1) / page * page;
+    for (++i; i < ranges.size() && ranges[i].first <= end; ++i) {
+      end = std::max(end, ranges[i].second);
+    }
+    end = end / page * page;
+    if (begin >= end) continue;
+    void* first = reinterpret_cast<void*>(begin);
+    ::madvise(first, end - begin, MADV_DONTNEED);
+    ::mprotect(first, end - begin, PROT_NONE);
+    dropped += end - begin;
+  }
+  return dropped;
 }
 
 Status errno_status(int err, const std::string& what, const std::string& path) {
@@ -141,12 +186,7 @@ MappedFile::~MappedFile() {
 void MappedFile::reset() {
   unguard_mapping(guard_slot_);
   guard_slot_ = -1;
-  if (data_ != nullptr && fd_ < 0) {
-    std::lock_guard<std::mutex> lock(read_copies_mutex());
-    std::erase_if(read_copies(), [this](const ReadCopy& c) {
-      return c.begin == reinterpret_cast<uintptr_t>(data_);
-    });
-  }
+  if (data_ != nullptr && fd_ < 0) unregister_copy(data_);
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   if (fd_ >= 0) ::close(fd_);
   data_ = nullptr;
@@ -222,43 +262,54 @@ Status MappedFile::load_into_memory() const {
   fd_ = -1;
   unguard_mapping(guard_slot_);
   guard_slot_ = -1;
-  if (size_ > 0) {
-    const auto begin = reinterpret_cast<uintptr_t>(data_);
-    std::lock_guard<std::mutex> lock(read_copies_mutex());
-    read_copies().push_back(ReadCopy{begin, begin + size_, {}});
-  }
+  if (size_ > 0) register_copy(data_, size_);
   return Status();
 }
 
 uint64_t MappedFile::drop_released() const {
   if (fd_ >= 0 || size_ == 0) return 0;
-  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
-  {
-    std::lock_guard<std::mutex> lock(read_copies_mutex());
-    const auto begin = reinterpret_cast<uintptr_t>(data_);
-    ReadCopy* copy = read_copy_holding(begin, begin + size_);
-    if (copy == nullptr) return 0;
-    ranges.swap(copy->released);
+  return drop_released_in(data_, size_);
+}
+
+OwnedCopy::OwnedCopy(size_t size) {
+  if (size == 0) return;
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  data_ = static_cast<uint8_t*>(p);
+  size_ = size;
+  register_copy(data_, size_);
+}
+
+OwnedCopy::OwnedCopy(OwnedCopy&& other) noexcept : data_(other.data_), size_(other.size_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+OwnedCopy& OwnedCopy::operator=(OwnedCopy&& other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = other.data_;
+    size_ = other.size_;
+    other.data_ = nullptr;
+    other.size_ = 0;
   }
-  // Overlapping or adjacent ranges merged before their ends are rounded in to whole pages: the
-  // page two neighbouring experts share goes too, and every page counts once.
-  std::sort(ranges.begin(), ranges.end());
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  uint64_t dropped = 0;
-  for (size_t i = 0; i < ranges.size();) {
-    uintptr_t end = ranges[i].second;
-    const uintptr_t begin = (ranges[i].first + page - 1) / page * page;
-    for (++i; i < ranges.size() && ranges[i].first <= end; ++i) {
-      end = std::max(end, ranges[i].second);
-    }
-    end = end / page * page;
-    if (begin >= end) continue;
-    void* first = reinterpret_cast<void*>(begin);
-    ::madvise(first, end - begin, MADV_DONTNEED);
-    ::mprotect(first, end - begin, PROT_NONE);
-    dropped += end - begin;
-  }
-  return dropped;
+  return *this;
+}
+
+OwnedCopy::~OwnedCopy() {
+  reset();
+}
+
+void OwnedCopy::reset() {
+  if (data_ == nullptr) return;
+  unregister_copy(data_);
+  ::munmap(data_, size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+uint64_t OwnedCopy::drop_released() const {
+  return data_ == nullptr ? 0 : drop_released_in(data_, size_);
 }
 
 void release_copied_bytes(std::span<const uint8_t> bytes) {

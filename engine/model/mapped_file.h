@@ -74,16 +74,45 @@ class MappedFile {
   mutable int guard_slot_ = -1;  // mapping_fault_guard slot while mapped from the file
 };
 
+// Bytes a checkpoint reader derives at open (ConvertedTensors), in an anonymous mapping of their
+// own that release_copied_bytes knows, as it knows a file read into memory: what the CPU then
+// repacks (or the GPU holds) from them is freed by drop_released once nothing reads it again,
+// instead of staying beside its copy. Move-only; the bytes stay at their address until
+// destruction. Empty when default-constructed.
+class OwnedCopy {
+ public:
+  OwnedCopy() = default;
+  // `size` zeroed bytes (std::bad_alloc when the system refuses the mapping).
+  explicit OwnedCopy(size_t size);
+  OwnedCopy(OwnedCopy&& other) noexcept;
+  OwnedCopy& operator=(OwnedCopy&& other) noexcept;
+  OwnedCopy(const OwnedCopy&) = delete;
+  OwnedCopy& operator=(const OwnedCopy&) = delete;
+  ~OwnedCopy();
+
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // As MappedFile::drop_released for a file read into memory.
+  uint64_t drop_released() const;
+
+ private:
+  void reset();
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // For bytes the caller has copied and will not read again soon (weights repacked into their own
 // buffer): their whole pages leave this process's resident memory where that loses nothing. Bytes
 // still mapped from a MappedFile's file (not load_into_memory'd): the pages are unmapped from the
 // process and stay in the page cache; a later read maps them again, from there or from the file,
 // with the same bytes (madvise MADV_DONTNEED: on a private file mapping never written it drops
-// only the mapping). Bytes of a file read into memory keep their contents until that file's
-// drop_released (their pages are remembered for it; dropping them loses them, so it waits until
-// nothing reads them). Any memory (a read copy meanwhile, a heap buffer) is also marked cold, so
-// that reclaim takes it first. Partial pages at either end are left alone. Any thread; call only
-// while no other thread frees the memory.
+// only the mapping). Bytes of a file read into memory or of an OwnedCopy keep their contents
+// until its drop_released (their pages are remembered for it; dropping them loses them, so it
+// waits until nothing reads them). Any memory (a read copy meanwhile, a heap buffer) is also marked
+// cold, so that reclaim takes it first. Partial pages at either end are left alone. Any thread;
+// call only while no other thread frees the memory.
 void release_copied_bytes(std::span<const uint8_t> bytes);
 
 // release_copied_bytes on each run of the spans that overlap or touch, taken together: the page

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/mapped_file.h"
@@ -129,6 +130,33 @@ TEST_CASE("a file read into memory frees the released pages at drop_released, un
     CHECK(f->drop_released() == 0);  // nothing new released
   }
   std::remove(path.c_str());
+}
+
+TEST_CASE("an OwnedCopy frees the released pages at drop_released, as a file read into memory",
+          "[model]") {
+  const size_t pages = 8;
+  OwnedCopy moved_from(pages * kPage);
+  REQUIRE(moved_from.size() == pages * kPage);
+  for (size_t i = 0; i < moved_from.size(); ++i) moved_from.data()[i] = pattern_byte(i);
+  OwnedCopy copy = std::move(moved_from);  // the registration follows the bytes
+  CHECK(moved_from.data() == nullptr);
+  CHECK(moved_from.drop_released() == 0);
+  const std::span<const uint8_t> bytes = copy.bytes();
+  release_copied_bytes(bytes.subspan(kPage + 1, 2 * kPage));          // page 2 whole
+  release_copied_bytes(bytes.subspan(3 * kPage + 1, 2 * kPage - 1));  // touches it: page 3, 4
+  CHECK(pattern_mismatches(bytes) == 0);                              // kept until the drop
+  CHECK(copy.drop_released() == 3 * kPage);
+  for (size_t p = 0; p < pages; ++p) {
+    INFO("page " << p);
+    const bool dropped = p >= 2 && p <= 4;
+    CHECK(testing::page_permissions(bytes.data() + p * kPage) == (dropped ? "---p" : "rw-p"));
+    if (!dropped) CHECK(pattern_mismatches(bytes.subspan(p * kPage, kPage), p * kPage) == 0);
+  }
+  CHECK(copy.drop_released() == 0);
+  // Destroyed, it is no longer known: a new mapping at the same address starts clean.
+  copy = OwnedCopy();
+  OwnedCopy again(pages * kPage);
+  CHECK(again.drop_released() == 0);
 }
 
 }  // namespace
