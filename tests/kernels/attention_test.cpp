@@ -372,10 +372,11 @@ TEST_CASE("attention's AVX2 and AVX-512 row kernels give the scalar ones' bits",
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (const size_t dim : {1, 7, 8, 16, 37, 64, 128, 576}) {
-    // Head counts and row runs that take every blocking (8 heads, 4, 2, 1 and their row and
-    // column remainders).
+    // Head counts and row runs that take every blocking (8 heads, 4, 3, 2, 1 and their row and
+    // column remainders) and runs of rows longer than one pass of the AVX2 walks (8 to 512 rows
+    // a pass, by the row width).
     for (const size_t heads : {1, 2, 3, 5, 8, 13, 16}) {
-      for (const size_t rows : {1, 3, 8, 11}) {
+      for (const size_t rows : {1, 3, 8, 11, 70, 601}) {
         INFO("dim " << dim << ", heads " << heads << ", rows " << rows);
         const size_t stride = rows + 2, row_stride = dim + 3;
         std::vector<float> q(heads * dim), k(rows * row_stride), w(heads * stride);
