@@ -111,14 +111,22 @@ struct ConvertedHfCheckpoint {
 };
 
 // Puts `converted` in place of the tensors it replaces in c.tensors; its buffers join the
-// checkpoint's owner.
+// checkpoint's owner, and the replaced tensors' file bytes are released (Checkpoint::
+// replaced_bytes).
 void replace_tensors(Checkpoint& c, ConvertedHfCheckpoint& owner, ConvertedTensors converted) {
   const std::set<std::string> replaced(converted.replaced.begin(), converted.replaced.end());
   std::vector<TensorInfo> tensors;
   tensors.reserve(c.tensors.size() + converted.tensors.size());
+  std::vector<std::span<const uint8_t>> sources;
   for (TensorInfo& t : c.tensors) {
-    if (replaced.count(t.name) == 0) tensors.push_back(std::move(t));
+    if (replaced.count(t.name) == 0) {
+      tensors.push_back(std::move(t));
+    } else {
+      sources.push_back(t.data);
+    }
   }
+  c.replaced_bytes.insert(c.replaced_bytes.end(), sources.begin(), sources.end());
+  release_copied_spans(std::move(sources));
   for (const TensorInfo& t : converted.tensors) tensors.push_back(t);
   c.tensors = std::move(tensors);
   owner.conversions.push_back(std::move(converted));
@@ -208,6 +216,7 @@ Status check_checkpoint_files(const Checkpoint& c) {
 
 Status load_checkpoint_into_memory(const Checkpoint& c) {
   for (const MappedFile* file : c.files) TANDEM_RETURN_IF_ERROR(file->load_into_memory());
+  release_copied_spans(c.replaced_bytes);
   return Status();
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct Checkpoint {
   // The bytes converted at open (ConvertedTensors' OwnedCopy buffers, owned by `owner`), for
   // drop_released_copies.
   std::vector<const OwnedCopy*> converted;
+  // The file bytes of the tensors those copies replaced (gone from `tensors`; mapped by `owner`):
+  // nothing reads them after open, so they are released (release_copied_spans) there, and again
+  // after load_checkpoint_into_memory, whose copy of them drop_released_copies then frees.
+  std::vector<std::span<const uint8_t>> replaced_bytes;
 };
 
 // OK while every file of `c` is as it was opened (MappedFile::check_unchanged); the first
@@ -62,7 +67,8 @@ struct Checkpoint {
 Status check_checkpoint_files(const Checkpoint& c);
 
 // Reads every file of `c` into memory (MappedFile::load_into_memory), after which changes to the
-// files on disk no longer affect it. Blocking I/O; call before other threads read the weights.
+// files on disk no longer affect it; the copy of c.replaced_bytes is released at once (freed by
+// drop_released_copies). Blocking I/O; call before other threads read the weights.
 Status load_checkpoint_into_memory(const Checkpoint& c);
 
 // MappedFile::drop_released on every file of `c` and OwnedCopy::drop_released on its converted

@@ -24,25 +24,25 @@ namespace {
 
 // The files read into memory (load_into_memory) and the OwnedCopy mappings, by their address
 // range, with the byte ranges release_copied_bytes was given inside each since its last drop.
-struct ReadCopy {
+struct RegisteredCopy {
   uintptr_t begin = 0;
   uintptr_t end = 0;
   std::vector<std::pair<uintptr_t, uintptr_t>> released;
 };
 
-std::mutex& read_copies_mutex() {
+std::mutex& registered_copies_mutex() {
   static std::mutex m;
   return m;
 }
 
-std::vector<ReadCopy>& read_copies() {
-  static std::vector<ReadCopy> copies;
+std::vector<RegisteredCopy>& registered_copies() {
+  static std::vector<RegisteredCopy> copies;
   return copies;
 }
 
-// The copy holding [begin, end) whole, or null. Under read_copies_mutex().
-ReadCopy* read_copy_holding(uintptr_t begin, uintptr_t end) {
-  for (ReadCopy& c : read_copies()) {
+// The copy holding [begin, end) whole, or null. Under registered_copies_mutex().
+RegisteredCopy* registered_copy_holding(uintptr_t begin, uintptr_t end) {
+  for (RegisteredCopy& c : registered_copies()) {
     if (begin >= c.begin && end <= c.end) return &c;
   }
   return nullptr;
@@ -50,14 +50,15 @@ ReadCopy* read_copy_holding(uintptr_t begin, uintptr_t end) {
 
 void register_copy(const uint8_t* data, size_t size) {
   const auto begin = reinterpret_cast<uintptr_t>(data);
-  std::lock_guard<std::mutex> lock(read_copies_mutex());
-  read_copies().push_back(ReadCopy{begin, begin + size, {}});
+  std::lock_guard<std::mutex> lock(registered_copies_mutex());
+  registered_copies().push_back(RegisteredCopy{begin, begin + size, {}});
 }
 
 void unregister_copy(const uint8_t* data) {
-  std::lock_guard<std::mutex> lock(read_copies_mutex());
-  std::erase_if(read_copies(),
-                [data](const ReadCopy& c) { return c.begin == reinterpret_cast<uintptr_t>(data); });
+  std::lock_guard<std::mutex> lock(registered_copies_mutex());
+  std::erase_if(registered_copies(), [data](const RegisteredCopy& c) {
+    return c.begin == reinterpret_cast<uintptr_t>(data);
+  });
 }
 
 // The whole pages of the ranges remembered for the registered memory at `data` (size bytes),
@@ -65,9 +66,9 @@ void unregister_copy(const uint8_t* data) {
 uint64_t drop_released_in(const uint8_t* data, size_t size) {
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
   {
-    std::lock_guard<std::mutex> lock(read_copies_mutex());
+    std::lock_guard<std::mutex> lock(registered_copies_mutex());
     const auto begin = reinterpret_cast<uintptr_t>(data);
-    ReadCopy* copy = read_copy_holding(begin, begin + size);
+    RegisteredCopy* copy = registered_copy_holding(begin, begin + size);
     if (copy == nullptr) return 0;
     ranges.swap(copy->released);
   }
@@ -317,8 +318,8 @@ void release_copied_bytes(std::span<const uint8_t> bytes) {
   const auto lo = reinterpret_cast<uintptr_t>(bytes.data());
   const uintptr_t hi = lo + bytes.size();
   {
-    std::lock_guard<std::mutex> lock(read_copies_mutex());
-    if (ReadCopy* copy = read_copy_holding(lo, hi)) copy->released.emplace_back(lo, hi);
+    std::lock_guard<std::mutex> lock(registered_copies_mutex());
+    if (RegisteredCopy* copy = registered_copy_holding(lo, hi)) copy->released.emplace_back(lo, hi);
   }
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (lo + page - 1) / page * page;

@@ -1,10 +1,13 @@
 // model.load_mode read (EngineOptions::read_into_memory): once start-up is done, the copy's bytes
-// of the weights the CPU repacked are freed and unreadable (model::drop_released_copies), and the
-// engine computes the same logits, bit for bit, as on the file's mapping.
+// of the weights the CPU repacked, and of the file tensors that copies converted at open replaced,
+// are freed and unreadable (model::drop_released_copies), and the engine computes the same
+// logits, bit for bit, as on the file's mapping.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,19 @@ bool expert_pages_dropped(Engine& engine) {
   return false;
 }
 
+// A page wholly inside the file bytes of a tensor that a copy converted at open replaced
+// (Checkpoint::replaced_bytes), or null.
+const void* replaced_page(Engine& engine) {
+  const size_t page = testing::page_size();
+  for (const std::span<const uint8_t> bytes : engine.checkpoint().replaced_bytes) {
+    const auto first = (reinterpret_cast<uintptr_t>(bytes.data()) + page - 1) / page * page;
+    if (first + page <= reinterpret_cast<uintptr_t>(bytes.data() + bytes.size())) {
+      return reinterpret_cast<const void*>(first);
+    }
+  }
+  return nullptr;
+}
+
 TEST_CASE("load_mode read frees the repacked weights' copy after start-up, same logits",
           "[engine]") {
   const std::string data = std::string(TANDEM_SHARED_DIR) + "/data/";
@@ -58,16 +74,17 @@ TEST_CASE("load_mode read frees the repacked weights' copy after start-up, same 
     std::string path;
     bool repacked;   // expert copies expected where the CPU has AVX2
     bool converted;  // the repacked experts come from bytes converted at open (freed mapped too)
+    bool replaces;   // tensors converted at open replace file tensors of a page or more
   };
-  const Case cases[] = {{kDemo, true, false},
-                        {data + "tiny-deepseek2/tiny-deepseek2-q4_k_m.gguf", true, false},
-                        {data + "tiny-gpt-oss/tiny-gpt-oss-q8_0.gguf", true, false},
-                        {fixtures + "hf/gpt_oss_mxfp4", true, true},
-                        {fixtures + "hf/deepseek_v3_fp8", false, false},
-                        {fixtures + "hf/qwen3_moe_bf16", false, false},
-                        {fixtures + "gguf/arch/glm4moe.gguf", false, false},
-                        {fixtures + "gguf/arch/minimax-m2.gguf", false, false}};
-  for (const auto& [path, repacked, converted] : cases) {
+  const Case cases[] = {{kDemo, true, false, false},
+                        {data + "tiny-deepseek2/tiny-deepseek2-q4_k_m.gguf", true, false, false},
+                        {data + "tiny-gpt-oss/tiny-gpt-oss-q8_0.gguf", true, false, false},
+                        {fixtures + "hf/gpt_oss_mxfp4", true, true, true},
+                        {fixtures + "hf/deepseek_v3_fp8", false, false, true},
+                        {fixtures + "hf/qwen3_moe_bf16", false, false, false},
+                        {fixtures + "gguf/arch/glm4moe.gguf", false, false, false},
+                        {fixtures + "gguf/arch/minimax-m2.gguf", false, false, false}};
+  for (const auto& [path, repacked, converted, replaces] : cases) {
     INFO(path);
     if (!std::filesystem::exists(path)) {
       WARN(path << " is not here: case skipped");
@@ -92,6 +109,15 @@ TEST_CASE("load_mode read frees the repacked weights' copy after start-up, same 
           (*read)->spec().moe_layers[l] &&
           (*read)->runner().cpu_worker().expert(l, 0).gate.layout != kernels::WeightLayout::kRows;
     }
+    // The file bytes of tensors replaced by converted copies: unmapped at open, and the read
+    // copy's freed after start-up.
+    if (const void* page = replaced_page(**mapped)) {
+      CHECK_FALSE(testing::page_present(page));
+      const void* read_page = replaced_page(**read);
+      REQUIRE(read_page != nullptr);
+      CHECK(testing::page_permissions(read_page) == "---p");
+    }
+    CHECK((replaced_page(**mapped) != nullptr) == replaces);
     if (copied && repacked) {
       CHECK(expert_pages_dropped(**read));
       // Converted at open, the experts' source is the process's own memory in either mode.
