@@ -121,11 +121,12 @@ const FieldDescriptor kFields[] = {
             "truncated or rewritten in place is detected: every request then fails with "
             "DATA_LOSS and health turns NOT_SERVING; replace files by rename instead). read = "
             "read into tandemd's own memory at startup (huge pages where available): slower "
-            "to start, immune to the file changing. Once start-up is done, the read copy's "
-            "bytes of the weights that runtime.repack_weights copied and of those the GPU "
-            "holds are freed (the start-up log says how much), so it settles at about the "
-            "model's size, as mmap does; while the weights are repacked it needs up to twice "
-            "that.",
+            "to start, immune to the file changing. The read copy's bytes of the experts "
+            "that runtime.repack_weights copies are freed layer by layer as they are copied, "
+            "and those of the other copied weights and of what the GPU holds once start-up "
+            "is done (the start-up log says how much in all), so it settles at about the "
+            "model's size, as mmap does, and peaks at about that plus a layer's experts and "
+            "the dense copies.",
      .ref = &member_ref<&Config::model, &ModelConfig::load_mode>},
     {.section = "model", .name = "context_length",
      .doc = "Maximum tokens per sequence (prompt + output). 0 = the length the model declares; "

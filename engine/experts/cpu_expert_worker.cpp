@@ -243,6 +243,7 @@ Result<std::unique_ptr<CpuExpertWorker>> CpuExpertWorker::create(const model::Mo
     }
     for (size_t l = 0; l < weights.layers.size(); ++l) {
       TANDEM_RETURN_IF_ERROR(worker->interleave_layer(l, plain[l], copies.numa));
+      if (copies.after_layer) copies.after_layer();
     }
   }
   return worker;

@@ -65,6 +65,12 @@ struct ExpertCopies {
   // Several nodes: interleave the copies' pages over them before they are written (null: first
   // touch).
   const NumaTopology* numa = nullptr;
+  // Called on create()'s thread after each layer's copies are made and the bytes they came from
+  // handed to model::release_copied_spans: where those bytes are the process's own (a file read
+  // into memory, tensors converted at open) the engine frees them there
+  // (model::drop_released_copies), so start-up holds the model about once plus the layer being
+  // copied, not twice. Empty: nothing is called.
+  std::function<void()> after_layer = {};
 };
 
 class CpuExpertWorker final : public ExpertWorker {

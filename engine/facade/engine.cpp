@@ -147,6 +147,17 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
   runner_options.threads = options.threads;
   runner_options.interleave_experts = options.repack_weights;
   runner_options.gpu_experts = engine->placement_.placement.map.gpu_experts();
+  // The bytes each layer's expert copies came from, and those released before (dense copies,
+  // tensors replaced at open), are freed as the layers are copied, not only once start-up is done:
+  // read into memory, the model is then held about once during the copy, not twice. Nothing reads
+  // them again (the self-check's probe computes the CPU's experts from their copies, the GPU's
+  // from rows that are not released before their upload).
+  uint64_t freed = 0;
+  if (options.free_copied_sources) {
+    runner_options.after_expert_layer = [&checkpoint, &freed] {
+      freed += model::drop_released_copies(checkpoint);
+    };
+  }
   // With the dense parts on the GPU the CPU computes them only for the start-up self-check's
   // 8-token probe: interleaved copies (bit-identical to the rows) would be that many bytes of host
   // memory again for nothing (about 9 GB for DeepSeek-V3's Q4_K_M attention and shared experts).
@@ -193,7 +204,7 @@ Result<std::unique_ptr<Engine>> Engine::create(EngineOptions options, EngineStag
                                                    *engine->scheduler_));
   if (options.free_copied_sources) {
     // Start-up is done: nothing reads the bytes that were repacked or that the GPU holds again.
-    const uint64_t freed = model::drop_released_copies(checkpoint);
+    freed += model::drop_released_copies(checkpoint);
     if (freed > 0 || options.read_into_memory) {
       spdlog::info(
           "model: {} of its copies in memory freed (read into memory or converted at open; "

@@ -126,10 +126,11 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::create(const model::ModelSpec&
         "expert copies' pages interleaved over them (runtime.numa)",
         numa.nodes(), r->pool_->pinned_workers(), r->pool_->n_threads() - 1);
   }
-  TANDEM_ASSIGN_OR_RETURN(r->cpu_worker_, experts::CpuExpertWorker::create(
-                                              spec, weights, r->pool_.get(), r->mode_,
-                                              {options.interleave_experts, options.gpu_experts,
-                                               multi_node ? &numa : nullptr}));
+  TANDEM_ASSIGN_OR_RETURN(
+      r->cpu_worker_,
+      experts::CpuExpertWorker::create(spec, weights, r->pool_.get(), r->mode_,
+                                       {options.interleave_experts, options.gpu_experts,
+                                        multi_node ? &numa : nullptr, options.after_expert_layer}));
   r->moe_ = std::make_unique<experts::MoeLayer>(
       std::vector<experts::ExpertWorker*>{r->cpu_worker_.get()});
   r->cpu_dense_ = std::make_unique<CpuDenseExecutor>(r->spec_, r->weights_, r->pool_.get(),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <utility>
@@ -48,6 +49,9 @@ struct RunnerOptions {
   // the start-up self-check's probe, from the checkpoint's rows, and copies none of them
   // (experts::ExpertCopies::plain), as interleave_dense is off when the dense parts go to the GPU.
   std::vector<std::pair<uint32_t, uint32_t>> gpu_experts = {};
+  // experts::ExpertCopies::after_layer: called during create() only, after each layer's expert
+  // copies are made.
+  std::function<void()> after_expert_layer = {};
   // The same for the dense matrices the runner computes with (interleave_dense_matrices).
   bool interleave_dense = true;
   // On a machine with several NUMA nodes (base/numa.h): the pool's workers pinned, spread evenly
