@@ -74,5 +74,17 @@ template <class L>
   return L::mul(L::div(g, d), u);
 }
 
+// GPT-OSS's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit) (a NaN passes
+// through both, as std::min and std::clamp let it), then g / (1 + e^(-alpha g)) * (u + 1).
+template <class L>
+[[gnu::always_inline]] inline typename L::F swiglu_oai_lanes(typename L::F gate, typename L::F up,
+                                                             float alpha, float limit) {
+  const typename L::F one = L::set1(1.0f);
+  const typename L::F g = L::min(L::set1(limit), gate);
+  const typename L::F u = L::min(L::set1(limit), L::max(L::set1(-limit), up));
+  const typename L::F d = L::add(one, exp_lanes<L>(L::mul(L::set1(-alpha), g)));
+  return L::mul(L::div(g, d), L::add(u, one));
+}
+
 }  // namespace
 }  // namespace tandem::kernels::detail

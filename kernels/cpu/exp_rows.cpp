@@ -73,4 +73,9 @@ void silu_mul_scalar(const float* gate, const float* up, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = silu_mul_lanes<Lanes>(gate[i], up[i]);
 }
 
+void swiglu_oai_scalar(const float* gate, const float* up, size_t n, float alpha, float limit,
+                       float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = swiglu_oai_lanes<Lanes>(gate[i], up[i], alpha, limit);
+}
+
 }  // namespace tandem::kernels::detail

@@ -1,5 +1,6 @@
-// The row kernels built on exp (kernels::softmax, sigmoid, silu_mul): scalar references and AVX2 /
-// AVX-512 variants that give the same bits; vector_ops.cpp picks one at run time.
+// The row kernels built on exp (kernels::softmax, sigmoid, silu_mul, swiglu_oai_mul): scalar
+// references and AVX2 / AVX-512 variants that give the same bits; vector_ops.cpp picks one at run
+// time.
 #pragma once
 
 #include <cstddef>
@@ -33,5 +34,14 @@ void sigmoid_avx512(const float* x, size_t n, float* out);
 void silu_mul_scalar(const float* gate, const float* up, size_t n, float* out);
 void silu_mul_avx2(const float* gate, const float* up, size_t n, float* out);
 void silu_mul_avx512(const float* gate, const float* up, size_t n, float* out);
+
+// out[i] = g / (1 + exp(-alpha g)) * (u + 1) with g = min(gate[i], limit) and
+// u = clamp(up[i], -limit, limit) (GPT-OSS's clamped SwiGLU).
+void swiglu_oai_scalar(const float* gate, const float* up, size_t n, float alpha, float limit,
+                       float* out);
+void swiglu_oai_avx2(const float* gate, const float* up, size_t n, float alpha, float limit,
+                     float* out);
+void swiglu_oai_avx512(const float* gate, const float* up, size_t n, float alpha, float limit,
+                       float* out);
 
 }  // namespace tandem::kernels::detail

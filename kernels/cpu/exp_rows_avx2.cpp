@@ -153,4 +153,20 @@ void silu_mul_avx2(const float* gate, const float* up, size_t n, float* out) {
   _mm256_zeroupper();
 }
 
+void swiglu_oai_avx2(const float* gate, const float* up, size_t n, float alpha, float limit,
+                     float* out) {
+  size_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    _mm256_storeu_ps(out + i, swiglu_oai_lanes<Lanes>(_mm256_loadu_ps(gate + i),
+                                                      _mm256_loadu_ps(up + i), alpha, limit));
+  }
+  if (i < n) {
+    const __m256i m = head_mask(static_cast<std::ptrdiff_t>(n - i));
+    _mm256_maskstore_ps(out + i, m,
+                        swiglu_oai_lanes<Lanes>(_mm256_maskload_ps(gate + i, m),
+                                                _mm256_maskload_ps(up + i, m), alpha, limit));
+  }
+  _mm256_zeroupper();
+}
+
 }  // namespace tandem::kernels::detail

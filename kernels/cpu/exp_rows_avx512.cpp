@@ -140,4 +140,20 @@ void silu_mul_avx512(const float* gate, const float* up, size_t n, float* out) {
   _mm256_zeroupper();
 }
 
+void swiglu_oai_avx512(const float* gate, const float* up, size_t n, float alpha, float limit,
+                       float* out) {
+  size_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    _mm512_storeu_ps(out + i, swiglu_oai_lanes<Lanes>(_mm512_loadu_ps(gate + i),
+                                                      _mm512_loadu_ps(up + i), alpha, limit));
+  }
+  if (i < n) {
+    const __mmask16 m = head_mask(n - i);
+    _mm512_mask_storeu_ps(out + i, m,
+                          swiglu_oai_lanes<Lanes>(_mm512_maskz_loadu_ps(m, gate + i),
+                                                  _mm512_maskz_loadu_ps(m, up + i), alpha, limit));
+  }
+  _mm256_zeroupper();
+}
+
 }  // namespace tandem::kernels::detail

@@ -18,16 +18,17 @@ struct ExpRowKernels {
   decltype(&detail::softmax_scalar) softmax;
   decltype(&detail::sigmoid_scalar) sigmoid;
   decltype(&detail::silu_mul_scalar) silu_mul;
+  decltype(&detail::swiglu_oai_scalar) swiglu_oai;
 };
 
 const ExpRowKernels& exp_row_kernels() {
   static constexpr ExpRowKernels kScalar{detail::softmax_scalar, detail::sigmoid_scalar,
-                                         detail::silu_mul_scalar};
+                                         detail::silu_mul_scalar, detail::swiglu_oai_scalar};
 #ifdef TANDEM_MATMUL_X86
   static constexpr ExpRowKernels kAvx2{detail::softmax_avx2, detail::sigmoid_avx2,
-                                       detail::silu_mul_avx2};
+                                       detail::silu_mul_avx2, detail::swiglu_oai_avx2};
   static constexpr ExpRowKernels kAvx512{detail::softmax_avx512, detail::sigmoid_avx512,
-                                         detail::silu_mul_avx512};
+                                         detail::silu_mul_avx512, detail::swiglu_oai_avx512};
   switch (active_matmul_variant()) {
     case MatmulVariant::kScalar:
       return kScalar;
@@ -72,11 +73,7 @@ void silu_mul(std::span<const float> gate, std::span<const float> up, std::span<
 void swiglu_oai_mul(std::span<const float> gate, std::span<const float> up, std::span<float> out,
                     float alpha, float limit) {
   TANDEM_CHECK(gate.size() == up.size() && out.size() == gate.size());
-  for (size_t i = 0; i < gate.size(); ++i) {
-    const float g = std::min(gate[i], limit);
-    const float u = std::clamp(up[i], -limit, limit);
-    out[i] = g / (1.0f + std::exp(alpha * -g)) * (u + 1.0f);
-  }
+  exp_row_kernels().swiglu_oai(gate.data(), up.data(), gate.size(), alpha, limit, out.data());
 }
 
 void add(std::span<const float> a, std::span<const float> b, std::span<float> out) {

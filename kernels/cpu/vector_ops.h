@@ -15,9 +15,9 @@ namespace tandem::kernels {
 // Error bound <= n * 2^-24 * sum |a_i * b_i|.
 float dot_f32(const float* a, const float* b, size_t n);
 
-// softmax, sigmoid and silu_mul use exp_rows.h's exp (< 1 ulp, not glibc's) and run its AVX2 or
-// AVX-512 variant where the CPU has it and the matmul variant (matmul_dispatch.h) is not the scalar
-// reference; every variant gives the same bits.
+// softmax, sigmoid, silu_mul and swiglu_oai_mul use exp_rows.h's exp (< 1 ulp, not glibc's) and run
+// its AVX2 or AVX-512 variant where the CPU has it and the matmul variant (matmul_dispatch.h) is
+// not the scalar reference; every variant gives the same bits.
 
 // Stable softmax of one row, in place: subtracts the max of the row (and of the sink, when there
 // is one), exponentiates in float, sums in double (exp_rows.h's fixed order), multiplies by the

@@ -1,7 +1,8 @@
 // Benchmark: the exp row kernels (exp_rows.h), scalar, AVX2 and AVX-512, on one softmax row of 64,
-// 512 and 4096 logits (attention rows of those context lengths) and one silu_mul row of 768 (an
-// expert's intermediate width), beside BM_SoftmaxStdExp, a softmax with std::exp per element and a
-// plain double sum. One thread, data in cache: this times the kernels. Compare within one run.
+// 512 and 4096 logits (attention rows of those context lengths), one silu_mul row of 768 (an
+// expert's intermediate width) and one swiglu_oai row of 2880 (gpt-oss's), beside softmax and
+// swiglu_oai with std::exp per element (softmax with a plain double sum). One thread, data in
+// cache: this times the kernels. Compare within one run.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -68,6 +69,33 @@ void BM_SiluMul(benchmark::State& state, SiluFn fn, bool runs) {
   state.SetItemsProcessed(state.iterations() * 768);
 }
 
+using SwiGluOaiFn = void (*)(const float*, const float*, size_t, float, float, float*);
+
+// swiglu_oai as it was written before the exp row kernels took it: std::exp per element.
+void swiglu_oai_std_exp(const float* gate, const float* up, size_t n, float alpha, float limit,
+                        float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = std::fmin(gate[i], limit);
+    const float u = std::fmax(-limit, std::fmin(up[i], limit));
+    out[i] = g / (1.0f + std::exp(alpha * -g)) * (u + 1.0f);
+  }
+}
+
+void BM_SwiGluOai(benchmark::State& state, SwiGluOaiFn fn, bool runs) {
+  if (!runs) {
+    state.SkipWithError("this CPU lacks the variant's instructions");
+    return;
+  }
+  constexpr size_t kWidth = 2880;
+  const std::vector<float> gate = logits(kWidth), up = logits(kWidth);
+  std::vector<float> out(kWidth);
+  for (auto _ : state) {
+    fn(gate.data(), up.data(), out.size(), 1.702f, 7.0f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(kWidth));
+}
+
 const bool kAvx2 = cpu_features().avx2 && cpu_features().fma;
 const bool kAvx512 = kAvx2 && cpu_features().avx512f;
 
@@ -83,6 +111,12 @@ BENCHMARK_CAPTURE(BM_SiluMul, avx2, detail::silu_mul_avx2, kAvx2);
 BENCHMARK_CAPTURE(BM_SiluMul, avx512, detail::silu_mul_avx512, kAvx512);
 #endif
 BENCHMARK_CAPTURE(BM_SiluMul, scalar, detail::silu_mul_scalar, true);
+BENCHMARK_CAPTURE(BM_SwiGluOai, std_exp, swiglu_oai_std_exp, true);
+BENCHMARK_CAPTURE(BM_SwiGluOai, scalar, detail::swiglu_oai_scalar, true);
+#if defined(__x86_64__)
+BENCHMARK_CAPTURE(BM_SwiGluOai, avx2, detail::swiglu_oai_avx2, kAvx2);
+BENCHMARK_CAPTURE(BM_SwiGluOai, avx512, detail::swiglu_oai_avx512, kAvx512);
+#endif
 
 }  // namespace
 }  // namespace tandem::kernels

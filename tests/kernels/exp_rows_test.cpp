@@ -1,5 +1,6 @@
 // Tests of the exp row kernels (exp_rows.h): the exp against std::exp in double, and the AVX2 and
-// AVX-512 variants of exp, softmax, sigmoid and silu_mul against the scalar references' bits.
+// AVX-512 variants of exp, softmax, sigmoid, silu_mul and swiglu_oai against the scalar references'
+// bits.
 #include "kernels/cpu/exp_rows.h"
 
 #include <bit>
@@ -119,13 +120,14 @@ std::vector<std::vector<float>> test_rows() {
 using RowFn = void (*)(const float*, size_t, float*);
 using SoftmaxFn = void (*)(float*, size_t, const float*);
 using SiluFn = void (*)(const float*, const float*, size_t, float*);
+using SwiGluOaiFn = void (*)(const float*, const float*, size_t, float, float, float*);
 
 // The variant's results on test_rows() equal the scalar references' bits. (softmax's double
 // partial sums of float exps are mostly exact, so a different summation order would rarely show in
 // the outputs: the order is the same by construction, see exp_rows.h; what this catches is any
 // difference in the exps, the tails, the max and the scaling.)
 void check_variant(const std::string& name, RowFn exp_row, SoftmaxFn softmax_fn, RowFn sigmoid_fn,
-                   SiluFn silu_fn) {
+                   SiluFn silu_fn, SwiGluOaiFn swiglu_fn) {
   INFO("variant " << name);
   const float sink = 1.5f;
   for (const std::vector<float>& row : test_rows()) {
@@ -158,6 +160,12 @@ void check_variant(const std::string& name, RowFn exp_row, SoftmaxFn softmax_fn,
       got = x;
       silu_fn(got.data(), up.data(), n, got.data());
       CHECK(same(want, got));
+      // GPT-OSS's constants; the 10x rows and up * 20 cross both clamps (and NaN-free infinities).
+      for (float& u : up) u *= 20.0f;
+      detail::swiglu_oai_scalar(x.data(), up.data(), n, 1.702f, 7.0f, want.data());
+      got = x;
+      swiglu_fn(got.data(), up.data(), n, 1.702f, 7.0f, got.data());
+      CHECK(same(want, got));
     }
   }
 }
@@ -170,13 +178,13 @@ TEST_CASE("the AVX2 and AVX-512 exp row kernels give the scalar ones' bits", "[k
     return;
   }
   check_variant("avx2", detail::exp_row_avx2, detail::softmax_avx2, detail::sigmoid_avx2,
-                detail::silu_mul_avx2);
+                detail::silu_mul_avx2, detail::swiglu_oai_avx2);
   if (!f.avx512f) {
     WARN("exp row kernels' AVX-512 variant skipped: no AVX-512 on this CPU");
     return;
   }
   check_variant("avx512", detail::exp_row_avx512, detail::softmax_avx512, detail::sigmoid_avx512,
-                detail::silu_mul_avx512);
+                detail::silu_mul_avx512, detail::swiglu_oai_avx512);
 #else
   WARN("exp row kernels' AVX2 and AVX-512 variants skipped: not an x86-64 build");
 #endif
