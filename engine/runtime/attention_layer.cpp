@@ -40,12 +40,11 @@ void CpuDenseExecutor::gqa_attention(size_t layer) {
 
   kernels::rms_norm(x_, L.vector(R::kAttnNorm), eps, n, hidden, h_);
   std::span<const float> h(h_.data(), n * hidden);
-  experts::pooled_matmul(pool, L.matrix(R::kAttnQ), h, n, std::span<float>(q_.data(), n * q_dim),
-                         mode_, scratch_);
-  experts::pooled_matmul(pool, L.matrix(R::kAttnK), h, n, std::span<float>(k_.data(), n * kv_dim),
-                         mode_, scratch_);
-  experts::pooled_matmul(pool, L.matrix(R::kAttnV), h, n, std::span<float>(v_.data(), n * kv_dim),
-                         mode_, scratch_);
+  const experts::MatmulOutput qkv[] = {
+      {&L.matrix(R::kAttnQ), std::span<float>(q_.data(), n * q_dim)},
+      {&L.matrix(R::kAttnK), std::span<float>(k_.data(), n * kv_dim)},
+      {&L.matrix(R::kAttnV), std::span<float>(v_.data(), n * kv_dim)}};
+  experts::pooled_matmuls(pool, qkv, h, n, mode_, scratch_);
   add_bias(q_, n, L.vector(R::kAttnQBias));
   add_bias(k_, n, L.vector(R::kAttnKBias));
   add_bias(v_, n, L.vector(R::kAttnVBias));

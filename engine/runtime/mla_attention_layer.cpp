@@ -92,23 +92,26 @@ void CpuDenseExecutor::mla_attention(size_t layer) {
   kernels::rms_norm(x_, L.vector(R::kAttnNorm), eps, n, hidden, h_);
   std::span<const float> h(h_.data(), n * hidden);
 
-  // Queries [n x heads x (nope + rope)], through the low-rank q when the model has one.
+  // Queries [n x heads x (nope + rope)], through the low-rank q when the model has one,
   mla_q_.resize(n * heads * q_head);
   std::span<float> q_raw(mla_q_.data(), n * heads * q_head);
+  // and the cache rows [c_kv | k_pe] from one projection (c_kv normed, k_pe rotated below); the
+  // projections of h in one parallel region.
+  std::span<float> kv(k_.data(), n * row);
   if (m.q_lora_rank > 0) {
     const size_t r = m.q_lora_rank;
     mla_qa_.resize(n * r);
     std::span<float> qa(mla_qa_.data(), n * r);
-    experts::pooled_matmul(pool, L.matrix(R::kAttnQA), h, n, qa, mode_, scratch_);
+    const experts::MatmulOutput of_h[] = {{&L.matrix(R::kAttnQA), qa},
+                                          {&L.matrix(R::kAttnKvA), kv}};
+    experts::pooled_matmuls(pool, of_h, h, n, mode_, scratch_);
     kernels::rms_norm(qa, L.vector(R::kAttnQANorm), eps, n, r, qa);
     experts::pooled_matmul(pool, L.matrix(R::kAttnQB), qa, n, q_raw, mode_, scratch_);
   } else {
-    experts::pooled_matmul(pool, L.matrix(R::kAttnQ), h, n, q_raw, mode_, scratch_);
+    const experts::MatmulOutput of_h[] = {{&L.matrix(R::kAttnQ), q_raw},
+                                          {&L.matrix(R::kAttnKvA), kv}};
+    experts::pooled_matmuls(pool, of_h, h, n, mode_, scratch_);
   }
-
-  // The cache rows: [c_kv | k_pe] from one projection; c_kv normed, k_pe rotated.
-  std::span<float> kv(k_.data(), n * row);
-  experts::pooled_matmul(pool, L.matrix(R::kAttnKvA), h, n, kv, mode_, scratch_);
   for (size_t t = 0; t < n; ++t) {
     std::span<float> c(k_.data() + t * row, lora);
     kernels::rms_norm(c, L.vector(R::kAttnKvANorm), eps, 1, lora, c);

@@ -3,7 +3,9 @@
 // (BM_AttentionDecode), the same over 32 such caches in turn, f32 and f16 (BM_AttentionDecodeCold:
 // as in a model, where a layer's cache has left the CPU caches by the time that layer runs again)
 // and a
-// prefill of n tokens from position 0, f32 and f16 (BM_AttentionPrefill). One thread, every head;
+// prefill of n tokens from position 0, f32 and f16 (BM_AttentionPrefill), and a DeepSeek-shaped
+// MLA decode (BM_AttentionDecodeMla: 16 or 8 query heads over one latent row of 576 halves per
+// position, values its first 512, over 8 such caches in turn). One thread, every head;
 // the counter GFLOP/s counts 2 flops per multiply-add of the scores and of the value sums (4 *
 // heads * head_dim per visible position). Compare within one run.
 #include <benchmark/benchmark.h>
@@ -102,6 +104,43 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
+// Arguments: the context, and the query heads (16: a whole DeepSeek-shaped layer on one thread; 8:
+// one of two threads' items). f16 keys-only cache, as the MLA layers keep it.
+void BM_AttentionDecodeMla(benchmark::State& state) {
+  constexpr size_t kLayers = 8;
+  constexpr size_t kRow = 576;
+  constexpr size_t kLatent = 512;
+  const size_t n_ctx = static_cast<size_t>(state.range(0));
+  const size_t heads = static_cast<size_t>(state.range(1));
+  const size_t elements = n_ctx * kRow;
+  std::vector<std::vector<uint8_t>> caches;
+  for (size_t l = 0; l < kLayers; ++l) {
+    const std::vector<float> x = random_floats(elements, static_cast<uint32_t>(l + 1));
+    caches.emplace_back(elements * kv_type_bytes(KvType::kF16));
+    store_kv_elements(KvType::kF16, x.data(), caches.back().data(), elements);
+  }
+  const std::vector<float> q = random_floats(heads * kRow, 3);
+  std::vector<float> out(heads * kLatent);
+  AttentionConfig c;
+  c.n_heads = heads;
+  c.n_kv_heads = 1;
+  c.head_dim = kRow;
+  c.value_dim = kLatent;
+  c.scale = 0.0721687836f;  // 1 / sqrt(192)
+  static constexpr int32_t kOneBlock[1] = {0};
+  size_t layer = 0;
+  for (auto _ : state) {
+    const KvBlocks kv{caches[layer].data(), caches[layer].data(), kOneBlock, n_ctx, 1,
+                      KvType::kF16};
+    attention_heads(q, 1, n_ctx - 1, kv, c, out, 0, heads);
+    benchmark::DoNotOptimize(out.data());
+    layer = (layer + 1) % kLayers;
+  }
+  const double flops = 2.0 * static_cast<double>(heads * (kRow + kLatent) * n_ctx);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
 // Arguments: the prompt's tokens, and the cache's element type (0 = f32, 1 = f16).
 void BM_AttentionPrefill(benchmark::State& state) {
   run(state, 0, static_cast<size_t>(state.range(0)),
@@ -110,6 +149,7 @@ void BM_AttentionPrefill(benchmark::State& state) {
 
 BENCHMARK(BM_AttentionDecode)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096);
 BENCHMARK(BM_AttentionDecodeCold)->ArgsProduct({{512, 2048, 4096}, {0, 1}});
+BENCHMARK(BM_AttentionDecodeMla)->ArgsProduct({{160, 640, 2048, 4096}, {16, 8}});
 BENCHMARK(BM_AttentionPrefill)
     ->ArgsProduct({{128, 512, 2048}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
