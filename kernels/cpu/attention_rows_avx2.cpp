@@ -10,7 +10,6 @@
 // files, so no AVX2 code reaches a caller on another CPU.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -64,12 +63,6 @@ void scores_tile(const float* q, const float* k, size_t k_stride, size_t dim, fl
           scale * finish_dot(acc[h][r], q + h * dim, k + r * k_stride, n8, dim);
     }
   }
-}
-
-// The rows of one pass of the walks below: as many as fill about 16 KiB of floats (at least 8),
-// so that a run's rows stay in L1 while every head block and column tile of the call reads them.
-size_t chunk_rows(size_t width) {
-  return std::max<size_t>(8, 4096 / std::max<size_t>(width, 1));
 }
 
 // Heads [0, H) x rows [0, n_rows), R rows per pass (the last rows one at a time).
@@ -163,7 +156,7 @@ void attention_scores_avx2(const float* q, size_t n_heads, const float* k, size_
                            size_t n_rows, size_t dim, float scale, float* scores, size_t stride) {
   const size_t chunk = chunk_rows(dim);
   for (size_t r0 = 0; r0 < n_rows; r0 += chunk) {
-    const size_t nr = std::min(chunk, n_rows - r0);
+    const size_t nr = chunk < n_rows - r0 ? chunk : n_rows - r0;
     const float* kr = k + r0 * k_stride;
     float* sr = scores + r0;
     size_t h = 0;
@@ -190,7 +183,7 @@ void attention_accumulate_avx2(const float* w, size_t stride, size_t n_heads, co
                                size_t v_stride, size_t n_rows, size_t vdim, float* out) {
   const size_t chunk = chunk_rows(vdim);
   for (size_t r0 = 0; r0 < n_rows; r0 += chunk) {
-    const size_t nr = std::min(chunk, n_rows - r0);
+    const size_t nr = chunk < n_rows - r0 ? chunk : n_rows - r0;
     const float* vr = v + r0 * v_stride;
     const float* wr = w + r0;
     size_t h = 0;

@@ -3,7 +3,7 @@
 // 0-7 the first row, 8-15 the second), each step one fused multiply-add, the tail and the final
 // reduction scalar, in the reference's order; the value sums are
 // element-wise, 16 columns per register. As in attention_rows_avx2.cpp, heads x rows (or heads x
-// column blocks) make 8 independent chains per pass.
+// column blocks) make 8 independent chains per pass, over runs of rows that stay in L1.
 // Built with the AVX-512 flags: nothing here is inline or shared with other files.
 #include <immintrin.h>
 
@@ -31,11 +31,11 @@ namespace {
 
 constexpr size_t kChains = 8;  // independent accumulators per pass
 
-// The walks below (value sums of H heads x D column blocks held in registers over all the rows;
+// The walks below (value sums of H heads x D column blocks held in registers over a run of rows;
 // head blocks of 8, 4, 2 and 1, H x P = kChains independent chains per pass) on Vec.
 
-// Heads [0, H) x column blocks [0, D) (Vec::kWidth floats each) at column d0, over all rows in
-// order: one fused multiply-add per element and row, as the scalar reference.
+// Heads [0, H) x column blocks [0, D) (Vec::kWidth floats each) at column d0, over the run's rows
+// in order: one fused multiply-add per element and row, as the scalar reference.
 template <size_t H, size_t D>
 void accumulate_tile(const float* w, size_t stride, const float* v, size_t v_stride, size_t n_rows,
                      size_t vdim, size_t d0, float* out) {
@@ -104,13 +104,10 @@ void accumulate_all(const float* w, size_t stride, size_t n_heads, const float* 
   if (n_heads - h == 1) {
     accumulate_heads<1, kChains>(w + h * stride, stride, v, v_stride, n_rows, vdim, out + h * vdim);
   }
-  // The callers (softmax, libm's exp) are SSE code: leaving the upper halves dirty made them about
-  // 20x slower on a Xeon (the SSE/AVX false-dependency penalty).
-  _mm256_zeroupper();
 }
 
 // attention_scores_* over head blocks of 8, 4, 2, 1, with the file's Scores::heads<H, P> (H heads
-// x P row units per pass, H x P = kChains; all rows of the call).
+// x P row units per pass, H x P = kChains; all rows of the run).
 template <typename Scores>
 void scores_all(const float* q, size_t n_heads, const float* k, size_t k_stride, size_t n_rows,
                 size_t dim, float scale, float* scores, size_t stride) {
@@ -133,7 +130,6 @@ void scores_all(const float* q, size_t n_heads, const float* k, size_t k_stride,
     Scores::template heads<1, kChains>(q + h * dim, k, k_stride, n_rows, dim, scale,
                                        scores + h * stride, stride);
   }
-  _mm256_zeroupper();  // as accumulate_all
 }
 
 [[gnu::always_inline]] inline __m256 upper_half(__m512 v) {
@@ -207,7 +203,7 @@ void scores_tile(const float* q, const float* k, size_t k_stride, bool lone_last
   }
 }
 
-// Heads [0, H) x all rows, P pairs per pass (then single pairs, then a lone row).
+// Heads [0, H) x all rows of the run, P pairs per pass (then single pairs, then a lone row).
 // (scores_all's blocks).
 struct Scores {
   template <size_t H, size_t P>
@@ -228,14 +224,30 @@ struct Scores {
 
 }  // namespace
 
+// Runs of chunk_rows rows (as attention_rows_avx2.cpp), every head block over each run.
 void attention_scores_avx512(const float* q, size_t n_heads, const float* k, size_t k_stride,
                              size_t n_rows, size_t dim, float scale, float* scores, size_t stride) {
-  scores_all<Scores>(q, n_heads, k, k_stride, n_rows, dim, scale, scores, stride);
+  const size_t chunk = chunk_rows(dim);
+  for (size_t r0 = 0; r0 < n_rows; r0 += chunk) {
+    const size_t nr = chunk < n_rows - r0 ? chunk : n_rows - r0;
+    scores_all<Scores>(q, n_heads, k + r0 * k_stride, k_stride, nr, dim, scale, scores + r0,
+                       stride);
+  }
+  // The callers (softmax, libm's exp) are SSE code: leaving the upper halves dirty made them about
+  // 20x slower on a Xeon (the SSE/AVX false-dependency penalty).
+  _mm256_zeroupper();
 }
 
+// Runs of chunk_rows rows, in order; each output element's chain goes on from run to run through
+// out, so the bits are those of one walk over all the rows.
 void attention_accumulate_avx512(const float* w, size_t stride, size_t n_heads, const float* v,
                                  size_t v_stride, size_t n_rows, size_t vdim, float* out) {
-  accumulate_all(w, stride, n_heads, v, v_stride, n_rows, vdim, out);
+  const size_t chunk = chunk_rows(vdim);
+  for (size_t r0 = 0; r0 < n_rows; r0 += chunk) {
+    const size_t nr = chunk < n_rows - r0 ? chunk : n_rows - r0;
+    accumulate_all(w + r0, stride, n_heads, v + r0 * v_stride, v_stride, nr, vdim, out);
+  }
+  _mm256_zeroupper();  // as in attention_scores_avx512
 }
 
 }  // namespace tandem::kernels::detail

@@ -1,7 +1,8 @@
 // dot_f32's final reduction for the SIMD attention row kernels (attention_rows.h), shared by
 // attention_rows_avx2.cpp and attention_rows_avx512.cpp: one product at a time, or four at once
-// through hadd where there is no tail. Each file includes it under its own -m flags.
-// Everything here has internal linkage (see quant_dot_kquants_tiles.h for why).
+// through hadd where there is no tail; and the length of their runs of rows. Each file includes it
+// under its own -m flags. Everything here has internal linkage (see quant_dot_kquants_tiles.h for
+// why).
 #pragma once
 
 #include <immintrin.h>
@@ -52,6 +53,14 @@ template <size_t N>
   for (; i < N; ++i) {
     if (out[i] != nullptr) *out[i] = scale * finish_dot(sums[i], nullptr, nullptr, 0, 0);
   }
+}
+
+// The rows of one pass of the row kernels' walks: as many as fill about 16 KiB of floats (at least
+// 8), so that a run's rows stay in L1 while every head block and column tile of the call reads
+// them (a 2,048-token prefill's gathered rows of one kv head are 1 MiB, past L2).
+inline size_t chunk_rows(size_t width) {
+  const size_t rows = width == 0 ? 4096 : 4096 / width;
+  return rows < 8 ? 8 : rows;
 }
 
 }  // namespace

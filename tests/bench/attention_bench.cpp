@@ -5,7 +5,9 @@
 // and a
 // prefill of n tokens from position 0, f32 and f16 (BM_AttentionPrefill), and a DeepSeek-shaped
 // MLA decode (BM_AttentionDecodeMla: 16 or 8 query heads over one latent row of 576 halves per
-// position, values its first 512, over 8 such caches in turn). One thread, every head;
+// position, values its first 512, over 8 such caches in turn), and the row kernels themselves, each
+// variant this CPU runs (BM_AttentionRows: the scores then the value sums of one call's heads over
+// contiguous f32 rows, as a gathered prefill or an MLA layer passes them). One thread, every head;
 // the counter GFLOP/s counts 2 flops per multiply-add of the scores and of the value sums (4 *
 // heads * head_dim per visible position). Compare within one run.
 #include <benchmark/benchmark.h>
@@ -15,6 +17,8 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_rows.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace tandem::kernels {
 namespace {
@@ -147,12 +151,45 @@ void BM_AttentionPrefill(benchmark::State& state) {
       state.range(1) == 0 ? KvType::kF32 : KvType::kF16);
 }
 
+// Arguments: the variant (0 scalar, 1 AVX2, 2 AVX-512), the rows, the heads sharing them and the
+// row width, keys and values alike (128: a GQA head's; 576: MLA's latent row, whose first 512 are
+// the values in a model). Skipped where the CPU lacks the variant.
+void BM_AttentionRows(benchmark::State& state) {
+  const CpuFeatures& f = cpu_features();
+  const int64_t variant = state.range(0);
+  if ((variant >= 1 && !(f.avx2 && f.fma)) || (variant == 2 && !f.avx512f)) {
+    state.SkipWithError("this CPU lacks the variant");
+    return;
+  }
+  const auto scores_fn = variant == 0   ? detail::attention_scores_scalar
+                         : variant == 1 ? detail::attention_scores_avx2
+                                        : detail::attention_scores_avx512;
+  const auto accumulate_fn = variant == 0   ? detail::attention_accumulate_scalar
+                             : variant == 1 ? detail::attention_accumulate_avx2
+                                            : detail::attention_accumulate_avx512;
+  const size_t rows = static_cast<size_t>(state.range(1));
+  const size_t heads = static_cast<size_t>(state.range(2));
+  const size_t dim = static_cast<size_t>(state.range(3));
+  const std::vector<float> kv = random_floats(rows * dim, 1);
+  const std::vector<float> q = random_floats(heads * dim, 2);
+  std::vector<float> scores(heads * rows), out(heads * dim);
+  for (auto _ : state) {
+    scores_fn(q.data(), heads, kv.data(), dim, rows, dim, 0.01f, scores.data(), rows);
+    accumulate_fn(scores.data(), rows, heads, kv.data(), dim, rows, dim, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops = 4.0 * static_cast<double>(heads * dim * rows);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
 BENCHMARK(BM_AttentionDecode)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096);
 BENCHMARK(BM_AttentionDecodeCold)->ArgsProduct({{512, 2048, 4096}, {0, 1}});
 BENCHMARK(BM_AttentionDecodeMla)->ArgsProduct({{160, 640, 2048, 4096}, {16, 8}});
 BENCHMARK(BM_AttentionPrefill)
     ->ArgsProduct({{128, 512, 2048}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionRows)->ArgsProduct({{0, 1, 2}, {256, 2048}, {8, 16}, {128, 576}});
 
 }  // namespace
 }  // namespace tandem::kernels
