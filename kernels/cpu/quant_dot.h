@@ -263,14 +263,19 @@ void dot_q8_0_x8_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row
 // column order, kQ8_0QuadBlockBytes each (8 rows x 34): the eight rows' f16 scales (row i at 2i),
 // then the block's 32 quants as 8 quads, quad k (elements 4k .. 4k + 3) of row i at 16 + 32k + 4i —
 // so one 32-byte load holds a quad of all eight rows, one row per 32-bit lane. Padding rows are
-// zero. The AVX2 kernel multiplies each row's quad by the token's broadcast and never reduces
-// across lanes (quant_dot_q8_0_quads_avx2.cpp); the scalar one gathers the plain blocks back.
+// zero. The AVX2 and AVX-512 VNNI kernels multiply each row's quad by the token's broadcast and
+// never reduce across lanes (quant_dot_q8_0_quads_walk.h); the scalar one gathers the plain blocks
+// back.
 inline constexpr size_t kQ8_0QuadBlockBytes = 272;
 void repack_q8_0_quads(const uint8_t* w, size_t row_bytes, size_t rows, uint8_t* groups);
 void dot_q8_0_quads_scalar(const uint8_t* groups, size_t row_begin, size_t row_end,
                            const ActivationRows& x, float* y, size_t y_stride);
 void dot_q8_0_quads_avx2(const uint8_t* groups, size_t row_begin, size_t row_end,
                          const ActivationRows& x, float* y, size_t y_stride);
+// AVX-512 VNNI: the same tiles with one vpdpbusd per quad and token, up to 8 tokens a tile
+// (quant_dot_q8_0_quads_avx512_vnni.cpp).
+void dot_q8_0_quads_avx512_vnni(const uint8_t* groups, size_t row_begin, size_t row_end,
+                                const ActivationRows& x, float* y, size_t y_stride);
 
 // ---- MXFP4 x8: per group, the blocks in column order, 136 bytes each (8 rows x 17 bytes):
 //  byte i (i < 8):                    row i's exponent e;

@@ -73,8 +73,9 @@ const std::array kTable = {
               TANDEM_X86(detail::dot_bf16_avx512)),
     float_only(TensorType::kF64, dequantize_f64),
     // Q8_0: the row quads on AVX2, where they measured 1.15-1.76x the x8 tiles (a third-
-    // generation Zen EPYC); the x8 layout on the AVX-512 variants, whose machines have not run the
-    // row-quad kernel yet.
+    // generation Zen EPYC), and on AVX-512 VNNI (vpdpbusd per quad; measured on a Zen 4 against
+    // its x8 tiles, docs/benchmarks.md); the x8 layout on plain AVX-512 and AMX, whose machines
+    // have not run the row-quad kernels.
     with_row_quads(
         with_interleaved(
             quantized(TensorType::kQ8_0, dequantize_q8_0, F::kQ8_0, detail::dot_q8_0_scalar,
@@ -85,7 +86,8 @@ const std::array kTable = {
             TANDEM_X86(detail::dot_q8_0_x8_avx512_vnni),
             TANDEM_X86(detail::dot_q8_0_x8_avx512_vnni)),
         detail::repack_q8_0_quads, detail::dot_q8_0_quads_scalar,
-        TANDEM_X86(detail::dot_q8_0_quads_avx2), nullptr, nullptr, nullptr),
+        TANDEM_X86(detail::dot_q8_0_quads_avx2), nullptr,
+        TANDEM_X86(detail::dot_q8_0_quads_avx512_vnni), nullptr),
     // Q4_0, Q5_0 and IQ4_NL x8 on AVX2 only: AVX-512 VNNI keeps their plain rows (quant_dot.h).
     with_interleaved(
         quantized(TensorType::kQ4_0, dequantize_q4_0, F::kQ8_0, detail::dot_q4_0_scalar,

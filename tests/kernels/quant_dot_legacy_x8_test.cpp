@@ -44,7 +44,8 @@ const BlockX8Type kTypes[] = {
       &detail::dot_q8_0_scalar,
       &detail::repack_q8_0_quads,
       &detail::dot_q8_0_quads_scalar,
-      {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q8_0_quads_avx2)}}}},
+      {{MatmulVariant::kAvx2, TANDEM_X8_SIMD(dot_q8_0_quads_avx2)},
+       {MatmulVariant::kAvx512Vnni, TANDEM_X8_SIMD(dot_q8_0_quads_avx512_vnni)}}}},
     {34,
      WeightLayout::kInterleaved8,
      {"q8_0",
@@ -226,7 +227,7 @@ TEST_CASE("matmul_rows on x8 and row-quad Q8_0/Q4_0/Q5_0/IQ4_NL matrices matches
   }
 }
 
-TEST_CASE("preferred_weight_layout: Q8_0 row quads on AVX2, its x8 layout on AVX-512 VNNI",
+TEST_CASE("preferred_weight_layout: Q8_0 row quads on AVX2 and AVX-512 VNNI, x8 on AMX",
           "[kernels]") {
   const MatmulVariant saved = active_matmul_variant();
   size_t checked = 0;
@@ -242,9 +243,13 @@ TEST_CASE("preferred_weight_layout: Q8_0 row quads on AVX2, its x8 layout on AVX
     } else if (v == MatmulVariant::kAvx2) {
       CHECK(q8_0 == WeightLayout::kRowQuads8);
       CHECK(q4_0 == WeightLayout::kInterleaved8);
-    } else if (v == MatmulVariant::kAvx512Vnni || v == MatmulVariant::kAmx) {
-      CHECK(q8_0 == WeightLayout::kInterleaved8);
+    } else if (v == MatmulVariant::kAvx512Vnni) {
+      CHECK(q8_0 == WeightLayout::kRowQuads8);
       CHECK(q4_0 == WeightLayout::kRows);
+    } else if (v == MatmulVariant::kAvx512 || v == MatmulVariant::kAmx) {
+      CHECK(q8_0 == WeightLayout::kInterleaved8);
+      CHECK(q4_0 ==
+            (v == MatmulVariant::kAvx512 ? WeightLayout::kInterleaved8 : WeightLayout::kRows));
     }
     CHECK(interleaved_layout_preferred(TensorType::kQ8_0) == (q8_0 != WeightLayout::kRows));
     CHECK(preferred_weight_layout(TensorType::kF16) == WeightLayout::kRows);
